@@ -1,0 +1,5 @@
+"""`python -m tfm` runs the command-line interface."""
+
+from tfm.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Everything between files on disk and batches of token ids."""
