@@ -1,0 +1,317 @@
+"""The one configuration schema of tfm, and the only place YAML is read.
+
+Every default lives here. A config file only overrides what it needs; unknown keys, wrong types and
+out-of-range values are errors that name the key path (and the line in the file), what was expected
+and what was found, all reported at once. A misspelt key gets "did you mean …".
+
+YAML traps handled by `read_yaml`: duplicate keys are an error; `1e-4` is a number (YAML 1.1
+reads it as a string); only `true`/`false` are booleans, so a language code such as `no` stays
+a string.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tfm.errors import ConfigError
+
+SPLITS = ("train", "validation", "test")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class SourceConfig(StrictModel):
+    """Where one split comes from.
+
+    - `toy`: the built-in English–German corpus (`data.toy` sets its size and seed).
+    - `text`: two aligned files `{path}.{lang}`, one sentence per line (Multi30k, fairseq style).
+    - `tsv`: one file, source TAB target; `columns` names the language of each column.
+    - `jsonl`: one JSON object per line; `fields` maps a language code to its field name.
+    - `hub`: a HuggingFace hub dataset `name` (with `split`, `fields`); needs network.
+    - `disk`: a folder written by `datasets.save_to_disk` (with `split`, `fields`).
+    Relative paths are resolved from the current directory.
+    """
+
+    format: Literal["toy", "text", "tsv", "jsonl", "hub", "disk"]
+    path: str | None = None
+    name: str | None = None
+    split: str | None = None
+    fields: dict[str, str] = Field(default_factory=dict)
+    columns: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> SourceConfig:
+        if self.format in ("text", "tsv", "jsonl", "disk") and not self.path:
+            raise ValueError(f"format '{self.format}' needs 'path'")
+        if self.format == "hub" and not self.name:
+            raise ValueError("format 'hub' needs 'name' (e.g. bentrevett/multi30k)")
+        return self
+
+
+class ToyConfig(StrictModel):
+    n_train: int = Field(20_000, ge=1)
+    n_validation: int = Field(1_000, ge=1)
+    n_test: int = Field(1_000, ge=1)
+    seed: int = 0
+
+
+def _toy() -> SourceConfig:
+    return SourceConfig(format="toy")
+
+
+class DataConfig(StrictModel):
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    train: SourceConfig = Field(default_factory=_toy)
+    validation: SourceConfig = Field(default_factory=_toy)
+    test: SourceConfig = Field(default_factory=_toy)
+    toy: ToyConfig = Field(default_factory=ToyConfig)
+    # Training pairs with more BPE tokens than this on either side are dropped (counted, reported).
+    max_length: int = Field(128, ge=1)
+
+
+class TokenizerConfig(StrictModel):
+    vocab_size: int = Field(8000, ge=64)
+    min_frequency: int = Field(2, ge=1)
+    joint: bool = True  # one vocabulary for source and target (allows shared embeddings)
+
+
+class ModelConfig(StrictModel):
+    d_model: int = Field(512, ge=8)
+    n_heads: int = Field(8, ge=1)
+    n_encoder_layers: int = Field(6, ge=1)
+    n_decoder_layers: int = Field(6, ge=1)
+    d_ff: int = Field(2048, ge=1)
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    activation: Literal["relu", "gelu"] = "relu"
+    norm_position: Literal["post", "pre"] = "post"
+    share_embeddings: bool = True
+    tie_output: bool = True
+    max_len: int = Field(256, ge=8)
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ModelConfig:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        return self
+
+
+class TrainConfig(StrictModel):
+    seed: int = 0
+    max_steps: int | None = Field(None, ge=1)
+    max_epochs: int | None = Field(30, ge=1)
+    max_minutes: float | None = Field(None, gt=0)
+    max_tokens: int = Field(4096, ge=16)  # per batch, padding included
+    accumulate: int = Field(1, ge=1)  # batches per optimizer step
+    lr: float | None = Field(None, gt=0)  # peak; None: d_model^-0.5 * warmup^-0.5 (§5.3)
+    warmup_steps: int = Field(4000, ge=1)
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = Field(1e-9, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
+    clip_norm: float | None = Field(1.0, gt=0)
+    validate_every: int = Field(1000, ge=1)  # steps
+    validation_samples: int = Field(3, ge=0)  # sample translations logged at each validation
+    early_stopping_metric: Literal["bleu", "chrf", "loss"] = "bleu"
+    patience: int | None = Field(None, ge=1)  # validations without improvement; None: off
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    log_every: int = Field(50, ge=1)
+    keep_last: int = Field(3, ge=1)
+    keep_best: int = Field(1, ge=1)
+    max_nonfinite: int = Field(5, ge=1)  # consecutive skipped updates before training stops
+
+
+class DecodingConfig(StrictModel):
+    max_len_a: float = Field(1.5, ge=0)  # output limit: a * source_length + b tokens
+    max_len_b: int = Field(10, ge=1)
+    beam_size: int = Field(1, ge=1)
+    length_penalty: float = Field(0.6, ge=0)
+    max_tokens: int = Field(8000, ge=16)  # source tokens per decoding batch
+
+
+class Config(StrictModel):
+    run_dir: str = "runs/default"
+    data: DataConfig = Field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    decoding: DecodingConfig = Field(default_factory=DecodingConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Config:
+        if self.model.share_embeddings and not self.tokenizer.joint:
+            raise ValueError("model.share_embeddings needs tokenizer.joint: true")
+        if self.data.src_lang == self.data.tgt_lang:
+            raise ValueError(f"data.src_lang and data.tgt_lang are both '{self.data.src_lang}'")
+        return self
+
+
+# --- YAML -------------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans and floats, and duplicate keys refused."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*)?(?:\.\d*)?[eE][-+]?\d+$|^[-+]?\d[\d_]*\.\d*$|^[-+]?\.\d+$"),
+    list("-+0123456789."),
+)
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            where = f"{key_node.start_mark.name}:{line}"
+            raise ConfigError(f"{where}: duplicate key '{key}' (first at line {seen[key]})")
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
+    """Parse YAML text; return the data and a map from key path to line number."""
+    try:
+        loader = _Loader(text)
+        loader.name = name
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{name}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    lines: dict[tuple, int] = {}
+    _collect_lines(node, (), lines)
+    return data, lines
+
+
+def _collect_lines(node: yaml.Node | None, path: tuple, lines: dict[tuple, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            sub = (*path, key_node.value)
+            lines[sub] = key_node.start_mark.line + 1
+            _collect_lines(value_node, sub, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*path, i)] = item.start_mark.line + 1
+            _collect_lines(item, (*path, i), lines)
+
+
+# --- loading, overrides and error messages -----------------------------------------------------
+
+
+def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config (or none: all defaults), apply `section.key=value` overrides, validate.
+
+    Raises ConfigError whose message has one line per problem, each naming the key path.
+    """
+    name = str(path) if path is not None else "<defaults>"
+    data: Any = {}
+    lines: dict[tuple, int] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {path} does not exist") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        data, lines = read_yaml(text, name)
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            found = type(data).__name__
+            raise ConfigError(f"{name}: expected a mapping of sections, found {found}")
+    set_lines: dict[tuple, str] = {}
+    for override in overrides:
+        key_path = apply_override(data, override)
+        set_lines[key_path] = override
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(err, name, lines, set_lines) for err in exc.errors()]
+        raise ConfigError("\n".join(problems)) from None
+
+
+def apply_override(data: dict, override: str) -> tuple:
+    """Set `a.b.c=value` in nested `data`; the value is YAML, typed later by the schema."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {override!r}: expected section.key=value")
+    parts = tuple(key.strip().split("."))
+    value, _ = read_yaml(raw, f"--set {key}") if raw.strip() else (None, {})
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {override!r}: '{part}' is not a section")
+        node = child
+    node[parts[-1]] = value
+    return parts
+
+
+def _describe(err: dict, name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]) -> str:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    dotted = ".".join(str(p) for p in loc) or "(top level)"
+    where = _where(loc, name, lines, set_lines)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        hint = _suggest(loc)
+        return f"{where}unknown key '{dotted}'{hint}"
+    if kind == "value_error":
+        message = str(err.get("ctx", {}).get("error", err["msg"]))
+        return f"{where}{dotted}: {message}"
+    found = err.get("input")
+    return f"{where}{dotted}: {err['msg'][0].lower()}{err['msg'][1:]} (found {found!r})"
+
+
+def _where(loc: tuple, name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]) -> str:
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in set_lines:
+            return f"--set {set_lines[loc[:end]]}: "
+        if loc[:end] in lines:
+            return f"{name}:{lines[loc[:end]]}: "
+    return f"{name}: "
+
+
+def _suggest(loc: tuple) -> str:
+    """'; did you mean X?' for a misspelt key, from the fields valid at that place."""
+    model: type[BaseModel] | None = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if model else None
+        annotation = field.annotation if field else None
+        is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        model = annotation if is_section else None
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
+    valid = ", ".join(model.model_fields)
+    return f"; did you mean '{close[0]}'?" if close else f"; valid keys: {valid}"
+
+
+def to_yaml(config: Config) -> str:
+    """The resolved config as YAML (what a run directory keeps)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
