@@ -166,7 +166,7 @@ def _lookup(record: dict[str, Any], name: str, *, lang: str, where: str, key: st
         return ""
     if not isinstance(value, str):
         found = type(value).__name__
-        raise DataError(f"{where}: field '{name}' is a {found}, expected a string")
+        raise DataError(f"{where}: field '{name}' holds {found}, expected a string")
     return value
 
 
