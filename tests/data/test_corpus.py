@@ -36,7 +36,7 @@ def load(tfm_split="train", src_lang="de", tgt_lang="en", toy=TOY, **source):
         SourceConfig(**source), split=tfm_split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy
     )
     assert texts.column_names == ["src", "tgt"]
-    return list(zip(texts["src"], texts["tgt"], strict=True)), report
+    return list(zip(texts["src"][:], texts["tgt"][:], strict=True)), report
 
 
 def write_text(tmp_path, de: bytes, en: bytes) -> str:
@@ -211,6 +211,15 @@ def test_toy_splits_come_from_one_cached_call_and_swap_direction(fake_toy):
 def test_toy_needs_english_and_german(fake_toy):
     with pytest.raises(DataError, match="toy corpus is English–German.*'fr'/'en'"):
         load(format="toy", src_lang="fr", tgt_lang="en")
+
+
+def test_real_toy_corpus_swaps_direction():
+    pytest.importorskip("tfm.data.toy", reason="tfm.data.toy has not landed yet")
+    corpus._toy_corpus.cache_clear()
+    toy = ToyConfig(n_train=20, n_validation=5, n_test=5, seed=1)
+    en_de, report = load("validation", src_lang="en", tgt_lang="de", toy=toy, format="toy")
+    de_en, _ = load("validation", src_lang="de", tgt_lang="en", toy=toy, format="toy")
+    assert report.read == 5 and de_en == [(de, en) for en, de in en_de]
 
 
 # --- bad data: a located error or a counted decision -------------------------------------------
