@@ -1,0 +1,381 @@
+"""Crash-safe checkpoint files that load without running code.
+
+Writes go to a temporary file in the same folder, are fsynced and then renamed over the target, so
+a crash, SIGKILL or full disk leaves either the old file or the new one, never half of one. Loads
+always use `torch.load(weights_only=True)`, so a checkpoint can hold only tensors and plain
+containers; anything else is refused instead of unpickled.
+
+What callers must convert before saving (saving refuses anything else, naming the key):
+- allowed: tensors, dict/OrderedDict, list, tuple, set, str, bytes, int, float, complex, bool, None,
+  torch.dtype, torch.device. Model and optimizer `state_dict()`s, `torch.get_rng_state()` (a
+  ByteTensor) and Python's `random.getstate()` (a tuple of ints) are fine as they are.
+- numpy arrays and scalars are not: use `torch.from_numpy(a)`, `a.tolist()` or `int(x)`. For numpy
+  RNG state prefer `rng.bit_generator.state` (a dict of Python ints); `np.random.get_state()` holds
+  an array, so convert it with `.tolist()`. `torch.Generator` objects: save `.get_state()`.
+"""
+
+import errno
+import json
+import logging
+import math
+import os
+import pickletools
+import re
+import secrets
+import zipfile
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal, NamedTuple
+
+import torch
+
+from tfm import __version__
+from tfm.errors import CheckpointError
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+"""Bumped whenever a checkpoint's layout changes; files with a larger number are refused."""
+
+PathLike = str | os.PathLike[str]
+
+_LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
+_SEQUENCES = (list, tuple, set, torch.Size)
+_STEP_FILE = re.compile(r"step-(\d{8,})\.pt")
+_TEMP_GLOBS = (".step-*.pt.tmp-*", ".index.json.tmp-*")
+
+
+def _brief(exc: BaseException) -> str:
+    """One line for a cause: torch's messages run over several lines and sentences."""
+    cause: BaseException | None = exc
+    for _ in range(4):  # torch wraps a full disk in a RuntimeError
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
+            return "no space left on device; free some disk space and retry"
+        cause = None if cause is None else cause.__cause__ or cause.__context__
+    context = exc.__context__
+    if str(exc).startswith("Weights only load failed") and context is not None:
+        exc = context  # the unpickler's own reason is in the chained exception
+    lines = str(exc).strip().splitlines()
+    text = lines[0].split(". ")[0] if lines else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        with open(tmp, "xb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if not isinstance(exc, Exception):
+            raise  # KeyboardInterrupt and friends keep their meaning
+        raise CheckpointError(
+            f"cannot write {path} ({_brief(exc)}); the previous file, if any, is unchanged"
+        ) from exc
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable; some platforms cannot open a folder, which is harmless."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        logger.warning("could not fsync folder %s after writing: %s", directory, exc)
+    finally:
+        os.close(fd)
+
+
+def atomic_save(obj: object, path: PathLike) -> None:
+    """`torch.save` obj to path so that path holds the old or the new content even after a crash."""
+    _atomic_write(Path(path), lambda file: torch.save(obj, file))
+
+
+def atomic_write_text(text: str, path: PathLike) -> None:
+    """Write a small UTF-8 text file (JSON, YAML) with the same crash safety as `atomic_save`."""
+    _atomic_write(Path(path), lambda file: file.write(text.encode("utf-8")))
+
+
+def _check_plain(value: object, where: str) -> None:
+    """Refuse at save time what `weights_only=True` would refuse at load time, naming the key."""
+    kind = type(value)
+    if kind in (torch.Tensor, torch.nn.Parameter) or kind in _LEAVES:
+        return
+    if kind in (dict, OrderedDict):
+        for key, item in value.items():  # type: ignore[attr-defined]
+            _check_plain(key, f"a key of {where}")
+            _check_plain(item, f"{where}[{key!r}]")
+        return
+    if kind in _SEQUENCES:
+        for i, item in enumerate(value):  # type: ignore[call-overload]
+            _check_plain(item, f"{where}[{i}]")
+        return
+    raise TypeError(
+        f"{where} is a {kind.__module__}.{kind.__qualname__}, which weights_only loading refuses; "
+        "convert it to tensors, lists, dicts or numbers (see the tfm.checkpoint docstring)"
+    )
+
+
+def save_checkpoint(state: dict, path: PathLike) -> None:
+    """Atomically save state plus `format_version` and `tfm_version`; state must be plain."""
+    if not isinstance(state, dict):
+        raise TypeError(f"checkpoint state must be a dict, got {type(state).__name__}")
+    _check_plain(state, "state")
+    atomic_save({**state, "format_version": FORMAT_VERSION, "tfm_version": __version__}, path)
+
+
+def _pickle_globals(file: IO[bytes]) -> list[str]:
+    """The globals that the pickles at the start of file would import, read without unpickling.
+
+    Only pickles that parse to their STOP count, so random bytes do not look like imports. Legacy
+    torch files are several pickles in a row, hence the loop.
+    """
+    found: list[str] = []
+    for _ in range(8):
+        names: list[str] = []
+        strings: list[str] = []
+        try:
+            for opcode, arg, _position in pickletools.genops(file):
+                if opcode.name in ("GLOBAL", "INST"):
+                    names.append(str(arg).replace(" ", "."))
+                elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                    names.append(".".join(strings[-2:]))
+                elif isinstance(arg, str):
+                    strings.append(arg)
+        except Exception:
+            break
+        found += names
+    return found
+
+
+def _unsafe_globals(path: Path) -> list[str]:
+    """The non-allow-listed globals of a file torch refused to load; [] if it looks corrupt."""
+    try:
+        if zipfile.is_zipfile(path):
+            return torch.serialization.get_unsafe_globals_in_checkpoint(path)
+        with open(path, "rb") as file:  # a plain pickle: our checkpoints are always zip archives
+            return _pickle_globals(file)
+    except Exception:
+        return []
+
+
+def _loads_on_cpu(path: Path) -> bool:
+    try:
+        torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:
+        return False
+    return True
+
+
+class CorruptCheckpointError(CheckpointError):
+    """The file is missing, truncated or corrupted; an earlier checkpoint may still be usable."""
+
+
+def load_checkpoint(path: PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """Load a checkpoint written by `save_checkpoint` with weights_only=True.
+
+    Every failure is a one-line CheckpointError naming the file; missing, truncated and corrupted
+    files raise the CorruptCheckpointError subclass.
+    """
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError as exc:
+        raise CorruptCheckpointError(f"checkpoint {path} does not exist; check the path") from exc
+    except (IsADirectoryError, PermissionError) as exc:
+        raise CheckpointError(
+            f"cannot read checkpoint {path} ({_brief(exc)}); check the path and its permissions"
+        ) from exc
+    except Exception as exc:  # the file is untrusted: whatever torch raises is the file's fault...
+        if str(map_location) != "cpu" and _loads_on_cpu(path):  # ...unless it is the device's
+            raise CheckpointError(
+                f"cannot load checkpoint {path} onto {map_location} ({_brief(exc)}); "
+                "choose a device this machine has"
+            ) from exc
+        unsafe = _unsafe_globals(path)
+        if unsafe:
+            raise CheckpointError(
+                f"checkpoint {path} was refused: it contains objects other than tensors and plain "
+                f"containers, which could run code when loaded ({', '.join(sorted(set(unsafe)))}); "
+                "load only checkpoints written by tfm"
+            ) from exc
+        raise CorruptCheckpointError(
+            f"checkpoint {path} is truncated or corrupted ({_brief(exc)}); "
+            "use an earlier checkpoint"
+        ) from exc
+    version = state.get("format_version") if isinstance(state, dict) else None
+    if type(version) is not int:
+        held = f"format_version={version!r}" if isinstance(state, dict) else type(state).__name__
+        raise CheckpointError(
+            f"{path} is not a tfm checkpoint (it holds {held}); pass a file written by tfm"
+        )
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {path} was written by a newer tfm "
+            f"(format {version} > {FORMAT_VERSION}); upgrade tfm"
+        )
+    return state
+
+
+class LoadedCheckpoint(NamedTuple):
+    path: Path
+    state: dict
+
+
+@dataclass(frozen=True)
+class _Entry:
+    file: str  # a name matching _STEP_FILE, never a path: the index must not point elsewhere
+    step: int
+    score: float | None  # None when absent or non-finite: such a checkpoint is never the best
+
+
+def _finite(score: object) -> float | None:
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        return None
+    return float(score) if math.isfinite(score) else None
+
+
+class CheckpointStore:
+    """Step checkpoints `directory/step-{step:08d}.pt`, rotated after every save.
+
+    After each save it keeps the `keep_last` newest, the `keep_best` best by validation score
+    (`mode="max"`: higher is better; NaN, inf and missing scores never count), the one just saved
+    and the one passed as `protect=`. "Newest" is the order of saves, as recorded in
+    `directory/index.json`; a checkpoint missing from the index (a crash between writing it and the
+    index) is found by scanning and reading its embedded step and score. One writer per folder.
+    """
+
+    def __init__(
+        self,
+        directory: PathLike,
+        *,
+        keep_last: int = 3,
+        keep_best: int = 1,
+        mode: Literal["max", "min"] = "max",
+    ) -> None:
+        if keep_last < 1 or keep_best < 1:
+            raise ValueError(f"keep_last={keep_last} and keep_best={keep_best} must both be >= 1")
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode={mode!r} must be 'max' or 'min'")
+        self.directory = Path(directory)
+        self.keep_last, self.keep_best, self.mode = keep_last, keep_best, mode
+        self._index = self.directory / "index.json"
+
+    def save(
+        self, state: dict, *, step: int, score: float | None = None, protect: PathLike | None = None
+    ) -> Path:
+        """Save state (plus `step` and `score` entries) as this step's checkpoint, then rotate."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"step={step!r} must be an int >= 0")
+        if isinstance(state, dict) and state.get("step", step) != step:
+            raise ValueError(f"state['step']={state['step']!r} differs from step={step}")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot create checkpoint folder {self.directory} ({_brief(exc)}); "
+                "check the path and its permissions"
+            ) from exc
+        path = self.directory / f"step-{step:08d}.pt"
+        entries = [entry for entry in self._entries() if entry.file != path.name]
+        score = None if score is None else float(score)
+        save_checkpoint({**state, "step": step, "score": score}, path)
+        entries.append(_Entry(path.name, step, _finite(score)))
+        kept = self._prune(entries, protect)
+        records = [{"file": e.file, "step": e.step, "score": e.score} for e in kept]
+        index = {"format_version": FORMAT_VERSION, "checkpoints": records}
+        atomic_write_text(json.dumps(index, indent=1, allow_nan=False) + "\n", self._index)
+        for pattern in _TEMP_GLOBS:  # left by writers killed mid-save; we are the only writer
+            for leftover in self.directory.glob(pattern):
+                leftover.unlink(missing_ok=True)
+        return path
+
+    def latest_loadable(self, map_location: str | torch.device = "cpu") -> LoadedCheckpoint | None:
+        """The newest checkpoint that loads, skipping (with a warning) truncated or corrupt ones.
+
+        None only if the folder holds no checkpoint. If some exist but none loads, or one fails for
+        another reason (e.g. written by a newer tfm), it raises: silently starting afresh would let
+        rotation delete checkpoints that may still be recoverable.
+        """
+        skipped = 0
+        for entry in reversed(self._entries()):
+            path = self.directory / entry.file
+            try:
+                return LoadedCheckpoint(path, load_checkpoint(path, map_location))
+            except CorruptCheckpointError as exc:
+                logger.warning("skipping checkpoint: %s", exc)
+                skipped += 1
+        if skipped:
+            raise CheckpointError(
+                f"none of the {skipped} checkpoints in {self.directory} loads (all truncated or "
+                "corrupted); restore one from a backup, or move the folder away to start afresh"
+            )
+        return None
+
+    def best(self) -> Path | None:
+        """Path of the best-scoring checkpoint (the earliest of ties), or None if none scored."""
+        ranked = self._ranked(self._entries())
+        return self.directory / ranked[0].file if ranked else None
+
+    def _ranked(self, entries: list[_Entry]) -> list[_Entry]:
+        scored = [entry for entry in entries if entry.score is not None]
+        sign = -1.0 if self.mode == "max" else 1.0
+        return sorted(scored, key=lambda entry: sign * entry.score)  # type: ignore[operator]
+
+    def _prune(self, entries: list[_Entry], protect: PathLike | None) -> list[_Entry]:
+        keep = {entry.file for entry in entries[-self.keep_last :]}
+        keep |= {entry.file for entry in self._ranked(entries)[: self.keep_best]}
+        if protect is not None and Path(protect).parent.resolve() == self.directory.resolve():
+            keep.add(Path(protect).name)
+        kept = []
+        for entry in entries:
+            if entry.file not in keep:
+                try:
+                    (self.directory / entry.file).unlink(missing_ok=True)
+                    continue
+                except OSError as exc:
+                    logger.warning("could not delete old checkpoint %s: %s", entry.file, exc)
+            kept.append(entry)
+        return kept
+
+    def _entries(self) -> list[_Entry]:
+        """Checkpoints on disk, oldest save first: indexed ones in index order, then the rest."""
+        on_disk = {p.name for p in self.directory.glob("step-*.pt") if _STEP_FILE.fullmatch(p.name)}
+        indexed = {entry.file: entry for entry in self._read_index() if entry.file in on_disk}
+        entries = list(indexed.values())
+        for name in sorted(on_disk - indexed.keys()):
+            entries.append(self._discover(name))
+        return entries
+
+    def _read_index(self) -> list[_Entry]:
+        try:
+            records = json.loads(self._index.read_text(encoding="utf-8"))["checkpoints"]
+            return [
+                _Entry(str(r["file"]), int(r["step"]), _finite(r["score"]))
+                for r in records
+                if _STEP_FILE.fullmatch(str(r["file"]))
+            ]
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            logger.warning("ignoring unreadable %s (%s); scanning the folder", self._index, exc)
+            return []
+
+    def _discover(self, name: str) -> _Entry:
+        step = int(_STEP_FILE.fullmatch(name).group(1))  # type: ignore[union-attr]
+        try:
+            state = load_checkpoint(self.directory / name)
+        except CheckpointError as exc:
+            logger.warning("checkpoint not in the index and not loadable: %s", exc)
+            return _Entry(name, step, None)
+        embedded = state.get("step")
+        step = embedded if type(embedded) is int else step
+        return _Entry(name, step, _finite(state.get("score")))
