@@ -226,6 +226,8 @@ def load_checkpoint(path: PathLike, map_location: str | torch.device = "cpu") ->
 
 
 class LoadedCheckpoint(NamedTuple):
+    """What `CheckpointStore.latest_loadable` found: the file and its loaded state."""
+
     path: Path
     state: dict
 
