@@ -49,6 +49,17 @@ class SourceConfig(StrictModel):
 
     @model_validator(mode="after")
     def _needs(self) -> SourceConfig:
+        used = {
+            "toy": (),
+            "text": ("path",),
+            "tsv": ("path", "columns"),
+            "jsonl": ("path", "fields"),
+            "hub": ("name", "split", "fields"),
+            "disk": ("path", "split", "fields"),
+        }[self.format]
+        ignored = [k for k in ("path", "name", "split", "fields", "columns") if k not in used]
+        if given := [k for k in ignored if getattr(self, k)]:
+            raise ValueError(f"{', '.join(given)} has no effect with format '{self.format}'")
         if self.format in ("text", "tsv", "jsonl", "disk") and not self.path:
             raise ValueError(f"format '{self.format}' needs 'path'")
         if self.format == "hub" and not self.name:

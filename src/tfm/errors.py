@@ -22,7 +22,7 @@ class ConfigError(UsageError):
 
 
 class DataError(UsageError):
-    """A corpus file is missing, misaligned or malformed (exit 2). The message names file and line."""
+    """A corpus file is missing, misaligned or malformed (exit 2); the message names file, line."""
 
 
 class CheckpointError(TfmError):

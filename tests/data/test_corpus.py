@@ -6,6 +6,7 @@ import types
 from pathlib import Path
 
 import datasets
+import pydantic
 import pytest
 
 import tfm.data
@@ -125,10 +126,10 @@ def test_null_is_an_empty_side_and_other_types_are_errors(tmp_path):
         load(format="disk", path=str(tmp_path / "ints"))
 
 
-def test_options_the_format_ignores_are_logged(tmp_path, caplog):
+def test_options_the_format_ignores_are_refused_by_the_schema(tmp_path):
     prefix = write_text(tmp_path, b"a\n", b"A\n")
-    load(format="text", path=prefix, fields={"de": "german"})
-    assert "data.train.fields has no effect with format 'text'" in caplog.text
+    with pytest.raises(pydantic.ValidationError, match="fields has no effect with format 'text'"):
+        load(format="text", path=prefix, fields={"de": "german"})
 
 
 def test_disk_dataset_and_dataset_dict_share_the_hub_column_code(tmp_path):

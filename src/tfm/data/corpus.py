@@ -69,7 +69,6 @@ def load_split(
     if src_lang == tgt_lang:
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
     key = f"data.{split}"
-    _warn_unused(source, key)
     langs = {"src_lang": src_lang, "tgt_lang": tgt_lang}
     if source.format == "text":
         pairs = read_text(source.path, key=key, **langs)
@@ -108,20 +107,6 @@ def _clean(pairs: Pairs, *, split: str) -> tuple[datasets.Dataset, LoadReport]:
     if not src:
         raise DataError(f"{pairs.origin}: no pairs left for {split}: {report.summary()}")
     return datasets.Dataset.from_dict({"src": src, "tgt": tgt}, features=_FEATURES), report
-
-
-def _warn_unused(source: SourceConfig, key: str) -> None:
-    """Options this format ignores would otherwise be silently without effect."""
-    used = {
-        "toy": set(),
-        "text": {"path"},
-        "tsv": {"path", "columns"},
-        "jsonl": {"path", "fields"},
-        "hub": {"name", "split", "fields"},
-        "disk": {"path", "split", "fields"},
-    }[source.format]
-    for option in sorted(source.model_fields_set - used - {"format"}):
-        logger.warning("%s.%s has no effect with format '%s'", key, option, source.format)
 
 
 # --- hub and disk: one path from a Dataset(Dict) to pairs ------------------------------------

@@ -1,0 +1,207 @@
+"""The `tfm` command: a thin Typer adapter over tfm's library functions.
+
+Results go to stdout, logs and errors to stderr. Exit codes: 0 success, 1 runtime failure,
+2 usage or configuration error, 130 interrupted by SIGINT, 143 by SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tqdm import tqdm
+
+from tfm.errors import TfmError, UsageError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Train, evaluate and run a from-scratch Transformer translation model.",
+)
+log = logging.getLogger("tfm")
+
+RunOption = Annotated[
+    Path | None,
+    typer.Option("--run", help="Run directory; default: the run last trained from this directory."),
+]
+DeviceOption = Annotated[
+    str | None, typer.Option("--device", help="auto, cpu, cuda or mps (default: the config's).")
+]
+
+
+class _TqdmHandler(logging.Handler):
+    """Log lines on stderr that do not tear through a progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        tqdm.write(self.format(record), file=sys.stderr)
+
+
+def _setup_logging(verbose: bool = False) -> None:
+    root = logging.getLogger("tfm")
+    if not any(isinstance(h, _TqdmHandler) for h in root.handlers):
+        handler = _TqdmHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    for line in message.splitlines() or [""]:
+        typer.echo(f"tfm: error: {line}", err=True)
+    return typer.Exit(code)
+
+
+def _guard(action: Callable[[], int | None]) -> None:
+    """Run a command body, mapping tfm's errors to one-line messages and exit codes."""
+    try:
+        code = action()
+    except TfmError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("tfm: interrupted", err=True)
+        raise typer.Exit(130) from None
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+def train(
+    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a config key: section.key=value (repeatable)."),
+    ] = None,
+    device: DeviceOption = None,
+    resume: Annotated[bool, typer.Option(help="Continue the run in run_dir exactly.")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Delete run_dir and start again.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
+) -> None:
+    """Train a model from a YAML config; prints the run directory on stdout."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.config import load_config
+        from tfm.training import StopFlag
+        from tfm.training import train as run_training
+
+        if resume and overwrite:
+            raise UsageError("--resume and --overwrite cannot be used together")
+        sets = list(overrides or []) + ([f"train.device={device}"] if device else [])
+        cfg = load_config(config, sets)
+        stop = StopFlag()
+        previous = _install_stop_handlers(stop)
+        try:
+            result = run_training(
+                cfg, resume=resume, overwrite=overwrite, progress_bar=progress, stop=stop
+            )
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        if result.interrupted_by:
+            log.info(
+                "interrupted by %s at step %d; checkpoint written. Resume with:\n"
+                "  tfm train --config %s --resume", result.interrupted_by, result.steps, config,
+            )  # fmt: skip
+            return 143 if result.interrupted_by == "SIGTERM" else 130
+        best = "none" if result.best_score is None else f"{result.best_score:.2f}"
+        log.info("done: %d steps (%s); best validation %s %s at step %s", result.steps,
+                 result.stopped_because, cfg.train.early_stopping_metric, best,
+                 result.best_step)  # fmt: skip
+        typer.echo(result.run_dir)
+        return 0
+
+    _guard(body)
+
+
+def _install_stop_handlers(stop) -> dict:
+    """First SIGINT/SIGTERM: finish the step, checkpoint, exit. Second: stop at once."""
+
+    def handler(signum, frame):
+        if stop.requested:
+            raise KeyboardInterrupt
+        stop.request(signum)
+        tqdm.write(
+            f"tfm: {signal.Signals(signum).name} received: finishing the step and writing a "
+            "checkpoint (send it again to stop at once)",
+            file=sys.stderr,
+        )
+
+    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+@app.command("eval")
+def evaluate(
+    run: RunOption = None,
+    split: Annotated[str, typer.Option(help="train, validation or test.")] = "test",
+    src: Annotated[Path | None, typer.Option("--src", help="Source file to score.")] = None,
+    ref: Annotated[Path | None, typer.Option("--ref", help="Reference file for --src.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    output: Annotated[Path | None, typer.Option(help="Write hypotheses here.")] = None,
+    device: DeviceOption = None,
+) -> None:
+    """Decode a split (or --src/--ref files) and report BLEU, chrF, loss and exact match."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.commands import evaluate_run
+
+        if (src is None) != (ref is None):
+            raise UsageError("--src and --ref go together")
+        if split not in ("train", "validation", "test"):
+            raise UsageError(f"--split {split!r}: expected train, validation or test")
+        scores, hypotheses = evaluate_run(run, split=split, src=src, ref=ref, device=device)
+        if output is not None:
+            output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        if as_json:
+            typer.echo(json.dumps(scores, ensure_ascii=False))
+        else:
+            for key, value in scores.items():
+                typer.echo(f"{key:<16} {value}")
+        return 0
+
+    _guard(body)
+
+
+@app.command()
+def translate(
+    sentences: Annotated[list[str] | None, typer.Argument(help="Sentences to translate.")] = None,
+    run: RunOption = None,
+    file: Annotated[Path | None, typer.Option("--file", help="Translate each line.")] = None,
+    device: DeviceOption = None,
+) -> None:
+    """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.commands import read_lines, translate_lines
+
+        if sentences and file:
+            raise UsageError("give sentences or --file, not both")
+        if sentences:
+            lines = list(sentences)
+        elif file is not None:
+            lines = read_lines(file)
+        elif not sys.stdin.isatty():
+            text = sys.stdin.read()
+            lines = text.split("\n")
+            if text.endswith("\n"):
+                lines.pop()
+        else:
+            raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
+        for line in translate_lines(run, lines, device=device):
+            typer.echo(line)
+        return 0
+
+    _guard(body)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,80 @@
+"""What `tfm eval` and `tfm translate` do, as library functions the CLI calls (and tests use)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfm.data.corpus import LoadReport
+from tfm.data.pipeline import encode_split, prepare_splits
+from tfm.device import resolve_precision, select_device
+from tfm.errors import DataError
+from tfm.evaluation import DecodeSettings, evaluate_split, translate_texts
+from tfm.run import TrainedModel, find_run, load_trained
+
+
+def _open(run: str | Path | None, device: str | None) -> tuple[TrainedModel, DecodeSettings]:
+    paths = find_run(run)
+    target = select_device(device or "auto")
+    trained = load_trained(paths, target)
+    dtype = resolve_precision(trained.config.train.precision, target)
+    return trained, DecodeSettings.from_config(trained.config.decoding, target, dtype)
+
+
+def evaluate_run(
+    run: str | Path | None,
+    *,
+    split: str = "test",
+    src: Path | None = None,
+    ref: Path | None = None,
+    device: str | None = None,
+) -> tuple[dict, list[str]]:
+    """Scores (and hypotheses in input order) of a trained run on a split or on --src/--ref."""
+    trained, settings = _open(run, device)
+    tokenizer = trained.tokenizer
+    if src is not None and ref is not None:
+        src_text, ref_text = read_lines(src), read_lines(ref)
+        if len(src_text) != len(ref_text):
+            raise DataError(
+                f"{src} has {len(src_text)} lines but {ref} has {len(ref_text)}; "
+                "they must be aligned line by line"
+            )
+        report = LoadReport(split="files", origin=f"{src}, {ref}", read=len(src_text))
+        data = encode_split("files", src_text, ref_text, report, tokenizer)
+        name = f"{src}"
+    else:
+        splits, _ = prepare_splits(
+            trained.config.data, trained.config.tokenizer, (split,), tokenizer=tokenizer
+        )
+        data, name = splits[split], split
+    scores, hypotheses = evaluate_split(trained.model, tokenizer, data, settings)
+    return {"run": str(trained.paths.root), "split": name, "step": trained.step, **scores}, (
+        hypotheses
+    )
+
+
+def translate_lines(
+    run: str | Path | None, lines: list[str], *, device: str | None = None
+) -> list[str]:
+    """Translations of `lines`, one per line, in order; an empty line stays empty."""
+    trained, settings = _open(run, device)
+    return translate_texts(trained.model, trained.tokenizer, lines, settings)
+
+
+def read_lines(path: Path) -> list[str]:
+    """A text file's lines (split on "\\n" only), with a located error for bad input."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path} does not exist") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    lines = data.split(b"\n")
+    if data.endswith(b"\n"):
+        lines.pop()
+    out = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            out.append(raw.removesuffix(b"\r").decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}:{number}: invalid UTF-8 at byte {exc.start}") from None
+    return out

@@ -1,0 +1,115 @@
+"""From the data section of a config to encoded, framed splits, tokenized once and kept in memory.
+
+Framing: a source is `ids + [EOS]`; a target is `[BOS] + ids + [EOS]`, so a batch's decoder input
+is `tgt[:-1]` and its output `tgt[1:]` (see `batching.collate`). Training pairs longer than
+`data.max_length` subword tokens on either side are dropped, counted and reported; validation and
+test pairs are never dropped for length, so their scores stay comparable across settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tfm.config import DataConfig, TokenizerConfig
+from tfm.data.corpus import LoadReport, load_split
+from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
+from tfm.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EncodedSplit:
+    """One split: the raw sentences (for scoring) and their framed token ids (for the model)."""
+
+    name: str
+    src_text: list[str]
+    tgt_text: list[str]
+    src: list[list[int]]
+    tgt: list[list[int]]
+    report: LoadReport
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], LoadReport]:
+    """Read one split's sentence pairs as two aligned lists, and log its one-line summary."""
+    source = getattr(config, split)
+    texts, report = load_split(
+        source, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang, toy=config.toy
+    )
+    return texts["src"][:], texts["tgt"][:], report
+
+
+def fit_tokenizer(src: list[str], tgt: list[str], config: TokenizerConfig) -> Tokenizer:
+    """Train the BPE tokenizer on the training sentences."""
+    return train_tokenizer(
+        src,
+        tgt,
+        vocab_size=config.vocab_size,
+        min_frequency=config.min_frequency,
+        joint=config.joint,
+    )
+
+
+def encode_split(
+    name: str,
+    src_text: list[str],
+    tgt_text: list[str],
+    report: LoadReport,
+    tokenizer: Tokenizer,
+    *,
+    max_length: int | None = None,
+) -> EncodedSplit:
+    """Tokenize a split once; with `max_length`, drop (and count) pairs longer than that."""
+    src_ids = tokenizer.encode_src(src_text)
+    tgt_ids = tokenizer.encode_tgt(tgt_text)
+    keep = range(len(src_ids))
+    if max_length is not None:
+        keep = [i for i in keep if len(src_ids[i]) <= max_length and len(tgt_ids[i]) <= max_length]
+        if len(keep) < len(src_ids):
+            report.drop("too long", len(src_ids) - len(keep))
+        if not keep:
+            raise DataError(f"{name}: no pairs left after filtering: {report.summary()}")
+    return EncodedSplit(
+        name=name,
+        src_text=[src_text[i] for i in keep],
+        tgt_text=[tgt_text[i] for i in keep],
+        src=[src_ids[i] + [EOS_ID] for i in keep],
+        tgt=[[BOS_ID, *tgt_ids[i], EOS_ID] for i in keep],
+        report=report,
+    )
+
+
+def prepare_splits(
+    data: DataConfig,
+    tokenizer_config: TokenizerConfig,
+    splits: Iterable[str],
+    *,
+    tokenizer: Tokenizer | None = None,
+) -> tuple[dict[str, EncodedSplit], Tokenizer]:
+    """Load and encode `splits`; train the tokenizer on "train" when none is given."""
+    raw = {name: load_texts(data, name) for name in splits}
+    for _, _, report in raw.values():
+        log.info(report.summary())
+    if tokenizer is None:
+        if "train" not in raw:
+            raise ValueError("a tokenizer is needed when the training split is not loaded")
+        tokenizer = fit_tokenizer(raw["train"][0], raw["train"][1], tokenizer_config)
+    encoded = {
+        name: encode_split(
+            name,
+            src,
+            tgt,
+            report,
+            tokenizer,
+            max_length=data.max_length if name == "train" else None,
+        )
+        for name, (src, tgt, report) in raw.items()
+    }
+    if "train" in encoded and encoded["train"].report.dropped.get("too long"):
+        log.info(encoded["train"].report.summary())
+    return encoded, tokenizer

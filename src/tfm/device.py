@@ -1,0 +1,49 @@
+"""Choosing the device and the numeric precision a run uses."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import torch
+
+from tfm.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+
+def select_device(name: str) -> torch.device:
+    """`auto` picks CUDA, then Apple MPS, then CPU; an absent explicit device is an error."""
+    cuda = torch.cuda.is_available()
+    mps = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    if name == "auto":
+        name = "cuda" if cuda else "mps" if mps else "cpu"
+        log.info("device: %s (auto)", name)
+    elif name == "cuda" and not cuda:
+        raise UsageError(
+            "device 'cuda' was asked for but no CUDA GPU is available to this torch "
+            f"(torch {torch.__version__}); use --device cpu or --device auto"
+        )
+    elif name == "mps" and not mps:
+        raise UsageError(
+            "device 'mps' was asked for but Apple MPS is not available; use --device cpu"
+        )
+    return torch.device(name)
+
+
+def resolve_precision(precision: str, device: torch.device) -> torch.dtype:
+    """`auto` is bf16 autocast on CUDA GPUs that support it, float32 elsewhere."""
+    if precision == "fp32":
+        return torch.float32
+    if precision == "bf16":
+        return torch.bfloat16
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
+    """bf16 autocast for the forward pass, or nothing for float32."""
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)

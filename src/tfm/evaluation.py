@@ -1,0 +1,136 @@
+"""Decode a split and score it: sacreBLEU (cased and lowercased), chrF, loss, exact match.
+
+Decoding is batched by source length (`inference_batches`) and put back in input order, so a file of
+a thousand sentences takes seconds. The search itself lives in `tfm.transformer` (the model does not
+know how it is decoded; this module does not know how it was trained).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sacrebleu
+import torch
+
+from tfm.config import DecodingConfig
+from tfm.data.batching import collate, inference_batches, pad
+from tfm.data.pipeline import EncodedSplit
+from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from tfm.device import autocast
+from tfm.loss import token_loss_sum
+from tfm.transformer import Transformer, greedy_decode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    """How to decode: output limit a·S + b, batch size in source tokens, device and precision."""
+
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    max_tokens: int = 8000
+    device: torch.device = torch.device("cpu")
+    dtype: torch.dtype = torch.float32
+
+    @classmethod
+    def from_config(
+        cls, config: DecodingConfig, device: torch.device, dtype: torch.dtype
+    ) -> DecodeSettings:
+        return cls(config.max_len_a, config.max_len_b, config.max_tokens, device, dtype)
+
+
+def translate_ids(
+    model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings
+) -> list[list[int]]:
+    """Greedy-decode framed sources (ids + EOS); returns output ids in input order."""
+    model.eval()
+    limit = model.max_len  # the positional table; decoding caps its output at it too
+    outputs: list[list[int]] = [[] for _ in sources]
+    clipped = [list(s[: limit - 1]) + [EOS_ID] if len(s) > limit else list(s) for s in sources]
+    if n_long := sum(len(s) > limit for s in sources):
+        log.warning("%d source(s) longer than %d tokens were cut to fit the model", n_long, limit)
+    for indices in inference_batches([len(s) for s in clipped], max_tokens=settings.max_tokens):
+        src = pad([clipped[i] for i in indices], PAD_ID).to(settings.device)
+        with autocast(settings.device, settings.dtype):
+            result = greedy_decode(
+                model,
+                src,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                max_len_a=settings.max_len_a,
+                max_len_b=settings.max_len_b,
+            )
+        for i, tokens in zip(indices, result.tokens, strict=True):
+            outputs[i] = tokens
+    return outputs
+
+
+def translate_texts(
+    model: Transformer, tokenizer: Tokenizer, texts: Sequence[str], settings: DecodeSettings
+) -> list[str]:
+    """Translate sentences; an empty (or blank) input line gives an empty output line."""
+    todo = [i for i, t in enumerate(texts) if t.strip()]
+    encoded = tokenizer.encode_src([texts[i].strip() for i in todo])
+    out_ids = translate_ids(model, [ids + [EOS_ID] for ids in encoded], settings)
+    result = [""] * len(texts)
+    for i, text in zip(todo, tokenizer.decode_tgt(out_ids), strict=True):
+        result[i] = text
+    return result
+
+
+@torch.inference_mode()
+def teacher_forced_loss(model: Transformer, split: EncodedSplit, settings: DecodeSettings) -> float:
+    """Mean negative log-likelihood per real target token (no label smoothing)."""
+    model.eval()
+    total, count = 0.0, 0
+    limit = model.max_len  # longer pairs are cut to fit the positional table
+    src = [s if len(s) <= limit else [*s[: limit - 1], EOS_ID] for s in split.src]
+    tgt = [t if len(t) <= limit + 1 else [*t[:limit], EOS_ID] for t in split.tgt]
+    lengths = [max(len(s), len(t)) for s, t in zip(src, tgt, strict=True)]
+    for indices in inference_batches(lengths, max_tokens=settings.max_tokens):
+        batch = collate([src[i] for i in indices], [tgt[i] for i in indices])
+        batch = batch.to(settings.device)
+        with autocast(settings.device, settings.dtype):
+            logits = model(batch.src, batch.tgt_in)
+        loss = token_loss_sum(logits, batch.tgt_out, pad_id=PAD_ID, label_smoothing=0.0)
+        total += float(loss)
+        count += batch.n_tgt_tokens
+    return total / max(count, 1)
+
+
+def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
+    """sacreBLEU on detokenized cased text (with signature), lowercased BLEU, chrF, exact match."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    hyps, refs = list(hypotheses), [list(references)]
+    bleu = sacrebleu.metrics.BLEU()
+    cased = bleu.corpus_score(hyps, refs)
+    lower = sacrebleu.metrics.BLEU(lowercase=True).corpus_score(hyps, refs)
+    chrf = sacrebleu.metrics.CHRF().corpus_score(hyps, refs)
+    pairs = zip(hyps, refs[0], strict=True)
+    same = sum(" ".join(h.split()) == " ".join(r.split()) for h, r in pairs)
+    return {
+        "bleu": round(cased.score, 2),
+        "bleu_signature": str(bleu.get_signature()),
+        "bleu_lowercase": round(lower.score, 2),
+        "chrf": round(chrf.score, 2),
+        "exact_match": round(same / max(len(hyps), 1), 4),
+        "sentences": len(hyps),
+    }
+
+
+def evaluate_split(
+    model: Transformer, tokenizer: Tokenizer, split: EncodedSplit, settings: DecodeSettings
+) -> tuple[dict, list[str]]:
+    """Loss, perplexity and translation scores of a split; also returns the hypotheses."""
+    loss = teacher_forced_loss(model, split, settings)
+    out_ids = translate_ids(model, split.src, settings)
+    hypotheses = tokenizer.decode_tgt(out_ids)
+    scores = score_translations(hypotheses, split.tgt_text)
+    scores["loss"] = round(loss, 4)
+    scores["perplexity"] = round(math.exp(min(loss, 50.0)), 3)
+    return scores, hypotheses

@@ -1,0 +1,188 @@
+"""The training loop: token-budget batches, §5.3 schedule, validation, checkpoints, budgets.
+
+`train(config)` is the one entry point. It trains (or resumes) the run in `config.run_dir` until
+a budget (steps, epochs, minutes), early stopping or a stop request ends it, writing `last.pt`,
+`best.pt`, rotating training-state checkpoints and `metrics.jsonl` as it goes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+from tqdm import tqdm
+
+from tfm.config import Config
+from tfm.data.batching import collate
+from tfm.data.tokenizer import PAD_ID
+from tfm.errors import TrainingError
+from tfm.loss import token_loss_sum
+from tfm.training.schedule import learning_rate, peak_learning_rate
+from tfm.training.session import Session, StopFlag, open_session
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    run_dir: str
+    steps: int
+    epochs_completed: int
+    stopped_because: str
+    best_score: float | None
+    best_step: int | None
+    interrupted_by: str | None = None
+
+
+def train(
+    config: Config,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress_bar: bool = True,
+    stop: StopFlag | None = None,
+) -> TrainResult:
+    """Train (or `resume`) the run described by `config`; see the module docstring."""
+    session = open_session(config, resume=resume, overwrite=overwrite)
+    stop = stop or StopFlag()
+    bar = tqdm(
+        total=config.train.max_steps,
+        initial=session.progress.step,
+        disable=not progress_bar,
+        unit="step",
+        dynamic_ncols=True,
+        leave=False,
+        mininterval=1.0 if sys.stderr.isatty() else 30.0,  # a log file gets a line per 30 s
+    )
+    try:
+        reason = _run(session, bar, stop)
+    finally:
+        bar.close()
+    if session.saved_step != session.progress.step:
+        session.save_checkpoint(score=None)
+    p = session.progress
+    return TrainResult(
+        run_dir=str(session.paths.root),
+        steps=p.step,
+        epochs_completed=p.epoch,
+        stopped_because=reason,
+        best_score=p.best_score,
+        best_step=p.best_step,
+        interrupted_by=stop.signal_name,
+    )
+
+
+def _run(session: Session, bar: tqdm, stop: StopFlag) -> str:
+    t = session.config.train
+    p = session.progress
+    started = time.monotonic() - p.elapsed_s
+    window_tokens, window_start, window_loss, window_steps = 0, time.monotonic(), 0.0, 0
+    while t.max_epochs is None or p.epoch < t.max_epochs:
+        batches = session.sampler.epoch(p.epoch)
+        while p.position < len(batches):
+            group = batches[p.position : p.position + t.accumulate]
+            loss, n_tokens = _optimizer_step(session, group)
+            p.position += len(group)
+            p.elapsed_s = time.monotonic() - started
+            if loss is not None:
+                window_loss, window_steps = window_loss + loss, window_steps + 1
+                window_tokens += n_tokens
+            bar.update(1)
+            if p.step % t.log_every == 0 and window_steps:
+                elapsed = max(time.monotonic() - window_start, 1e-9)
+                event = {
+                    "step": p.step,
+                    "epoch": p.epoch,
+                    "train_loss": round(window_loss / window_steps, 5),
+                    "lr": session.optimizer.param_groups[0]["lr"],
+                    "tokens_per_s": round(window_tokens / elapsed, 1),
+                }
+                session.write_metrics(event)
+                bar.set_postfix(
+                    loss=f"{event['train_loss']:.3f}",
+                    lr=f"{event['lr']:.2e}",
+                    tok_s=f"{event['tokens_per_s']:.0f}",
+                )
+                window_tokens, window_start, window_loss, window_steps = 0, time.monotonic(), 0, 0
+            reason = _after_step(session, stop, started)
+            if reason:
+                return reason
+        p.epoch += 1
+        p.position = 0
+    if session.validated_step != p.step:
+        session.validate_and_checkpoint(stop)
+    return "max_epochs"
+
+
+def _after_step(session: Session, stop: StopFlag, started: float) -> str | None:
+    """Validate when due; say why training ends now, or None to go on."""
+    t = session.config.train
+    p = session.progress
+    if stop.requested:
+        return "interrupted"
+    out_of_steps = t.max_steps is not None and p.step >= t.max_steps
+    out_of_time = t.max_minutes is not None and (time.monotonic() - started) >= 60 * t.max_minutes
+    if p.step % t.validate_every == 0 or out_of_steps or out_of_time:
+        if session.validate_and_checkpoint(stop):
+            return "early_stopping"
+        if stop.requested:
+            return "interrupted"
+    if out_of_steps:
+        return "max_steps"
+    if out_of_time:
+        return "max_minutes"
+    return None
+
+
+def _optimizer_step(session: Session, group: list[list[int]]) -> tuple[float | None, int]:
+    """One update from `group` (accumulated batches); the loss is normalised by all its tokens.
+
+    A non-finite loss or gradient skips the update (counted); after `train.max_nonfinite` such
+    steps in a row, training stops with a TrainingError.
+    """
+    cfg, p, model, optimizer = session.config, session.progress, session.model, session.optimizer
+    p.step += 1
+    lr = learning_rate(p.step, peak=peak_learning_rate(cfg), warmup_steps=cfg.train.warmup_steps)
+    for param_group in optimizer.param_groups:
+        param_group["lr"] = lr
+    split = session.train_split
+    batches = [collate([split.src[i] for i in b], [split.tgt[i] for i in b]) for b in group]
+    n_tokens = sum(b.n_tgt_tokens for b in batches)
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    total = 0.0
+    for batch in batches:
+        batch = batch.to(session.device)
+        with session.autocast():
+            logits = model(batch.src, batch.tgt_in)
+        loss = token_loss_sum(
+            logits, batch.tgt_out, pad_id=PAD_ID, label_smoothing=cfg.train.label_smoothing
+        )
+        loss = loss / n_tokens
+        loss.backward()
+        total += float(loss.detach())
+    grads = [q.grad for q in model.parameters() if q.grad is not None]
+    if cfg.train.clip_norm is not None:
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_norm)
+    else:
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    if not (math.isfinite(total) and bool(torch.isfinite(norm))):
+        p.nonfinite_in_a_row += 1
+        p.nonfinite_total += 1
+        optimizer.zero_grad(set_to_none=True)
+        log.warning("step %d: non-finite loss or gradient (lr %.3g); update skipped", p.step, lr)
+        if p.nonfinite_in_a_row >= cfg.train.max_nonfinite:
+            raise TrainingError(
+                f"training stopped at step {p.step}: {p.nonfinite_in_a_row} non-finite losses in a "
+                f"row (lr {lr:.3g}); try a lower train.lr, more train.warmup_steps, "
+                "train.clip_norm, or train.precision: fp32"
+            )
+        return None, n_tokens
+    p.nonfinite_in_a_row = 0
+    optimizer.step()
+    p.tokens_seen += n_tokens
+    return total, n_tokens

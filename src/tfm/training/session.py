@@ -1,0 +1,281 @@
+"""A training session: the run directory, data, model, optimizer and their saving and restoring."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from tfm.checkpoint import CheckpointStore, LoadedCheckpoint, atomic_write_text
+from tfm.config import Config, to_yaml
+from tfm.data.batching import TokenBatchSampler
+from tfm.data.pipeline import EncodedSplit, prepare_splits
+from tfm.data.tokenizer import PAD_ID, Tokenizer
+from tfm.device import autocast, resolve_precision, select_device
+from tfm.errors import UsageError
+from tfm.evaluation import DecodeSettings, evaluate_split
+from tfm.run import RunPaths, is_finite_score, remember_run, save_model
+from tfm.training.schedule import build_optimizer
+from tfm.training.state import Progress, restore_rng_state, rng_state
+from tfm.transformer import Transformer, build_model
+
+log = logging.getLogger(__name__)
+
+# Keys that may differ between a run and its resumption; anything else in these sections may not.
+FIXED_TRAIN_KEYS = ("seed", "max_tokens", "accumulate")
+
+
+@dataclass
+class StopFlag:
+    """Set by a signal handler; the loop finishes its step, checkpoints and returns."""
+
+    signal_name: str | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_name is not None
+
+    def request(self, signum: int) -> None:
+        self.signal_name = signal.Signals(signum).name
+
+
+@dataclass
+class Session:
+    config: Config
+    paths: RunPaths
+    device: torch.device
+    dtype: torch.dtype
+    tokenizer: Tokenizer
+    train_split: EncodedSplit
+    validation_split: EncodedSplit
+    model: Transformer
+    model_args: dict
+    optimizer: torch.optim.Optimizer
+    sampler: TokenBatchSampler
+    store: CheckpointStore
+    data_fingerprint: str
+    progress: Progress = field(default_factory=Progress)
+    saved_step: int = -1
+    validated_step: int = -1
+    resumed_from: Path | None = None
+
+    def autocast(self):
+        return autocast(self.device, self.dtype)
+
+    def write_metrics(self, event: dict) -> None:
+        with self.paths.metrics.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(event) + "\n")
+
+    def state(self) -> dict:
+        return {
+            "kind": "train_state",
+            "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "progress": self.progress.to_dict(),
+            "rng": rng_state(),
+            "config": self.config.model_dump(mode="json"),
+            "model_args": self.model_args,
+            "tokenizer_fingerprint": self.tokenizer.fingerprint(),
+            "data_fingerprint": self.data_fingerprint,
+        }
+
+    def save_checkpoint(self, score: float | None) -> None:
+        """Write the full training state and last.pt (both atomically)."""
+        state = self.state()
+        self.store.save(state, step=self.progress.step, score=score, protect=self.resumed_from)
+        self._save_model(self.paths.last)
+        self.saved_step = self.progress.step
+
+    def _save_model(self, path: Path) -> None:
+        save_model(
+            path,
+            self.model,
+            self.model_args,
+            step=self.progress.step,
+            tokenizer_fingerprint=self.tokenizer.fingerprint(),
+        )
+
+    def validate_and_checkpoint(self, stop) -> bool:
+        """Validate, log, keep best.pt and a checkpoint; True when early stopping says stop."""
+        t, p = self.config.train, self.progress
+        settings = DecodeSettings.from_config(self.config.decoding, self.device, self.dtype)
+        scores, hypotheses = evaluate_split(
+            self.model, self.tokenizer, self.validation_split, settings
+        )
+        self.validated_step = p.step
+        event = {
+            "step": p.step,
+            "val_loss": scores["loss"],
+            "val_ppl": scores["perplexity"],
+            "val_bleu": scores["bleu"],
+            "val_bleu_lowercase": scores["bleu_lowercase"],
+            "val_chrf": scores["chrf"],
+        }
+        self.write_metrics(event)
+        log.info(
+            "step %d validation: loss %.3f, ppl %.2f, BLEU %.2f, chrF %.2f",
+            p.step, event["val_loss"], event["val_ppl"], event["val_bleu"], event["val_chrf"],
+        )  # fmt: skip
+        for i in range(min(t.validation_samples, len(hypotheses))):
+            split = self.validation_split
+            log.info("  src: %s\n  ref: %s\n  hyp: %s", split.src_text[i], split.tgt_text[i],
+                     hypotheses[i])  # fmt: skip
+        metric = t.early_stopping_metric
+        score = -scores["loss"] if metric == "loss" else scores[metric]
+        if is_finite_score(score) and (p.best_score is None or score > p.best_score):
+            p.best_score, p.best_step, p.validations_without_gain = score, p.step, 0
+            self._save_model(self.paths.best)
+        else:
+            p.validations_without_gain += 1
+        self.save_checkpoint(score if is_finite_score(score) else None)
+        return t.patience is not None and p.validations_without_gain >= t.patience
+
+
+def model_args(config: Config, tokenizer: Tokenizer) -> dict:
+    """The plain hyperparameters `build_model` takes, from the config and the tokenizer."""
+    m = config.model
+    return {
+        "src_vocab_size": tokenizer.src_vocab_size,
+        "tgt_vocab_size": tokenizer.tgt_vocab_size,
+        "d_model": m.d_model,
+        "n_heads": m.n_heads,
+        "n_encoder_layers": m.n_encoder_layers,
+        "n_decoder_layers": m.n_decoder_layers,
+        "d_ff": m.d_ff,
+        "dropout": m.dropout,
+        "attention_dropout": m.attention_dropout,
+        "activation": m.activation,
+        "norm_position": m.norm_position,
+        "share_embeddings": m.share_embeddings,
+        "tie_output": m.tie_output,
+        "max_len": m.max_len,
+        "pad_id": PAD_ID,
+    }
+
+
+def open_session(config: Config, *, resume: bool, overwrite: bool) -> Session:
+    """Prepare the run directory, data, model and optimizer; restore them when resuming."""
+    paths = RunPaths(Path(config.run_dir))
+    checkpoint = _prepare_run_dir(paths, config, resume=resume, overwrite=overwrite)
+    device = select_device(config.train.device)
+    dtype = resolve_precision(config.train.precision, device)
+    tokenizer = Tokenizer.load(paths.root) if checkpoint else None
+    splits, tokenizer = prepare_splits(
+        config.data, config.tokenizer, ("train", "validation"), tokenizer=tokenizer
+    )
+    if not checkpoint:
+        tokenizer.save(paths.root)
+    torch.manual_seed(config.train.seed)
+    args = model_args(config, tokenizer)
+    model = build_model(**args).to(device)
+    log.info("model: %s parameters", f"{sum(q.numel() for q in model.parameters()):,}")
+    train_split = splits["train"]
+    session = Session(
+        config=config,
+        paths=paths,
+        device=device,
+        dtype=dtype,
+        tokenizer=tokenizer,
+        train_split=train_split,
+        validation_split=splits["validation"],
+        model=model,
+        model_args=args,
+        optimizer=build_optimizer(model, config),
+        sampler=TokenBatchSampler(
+            [len(s) for s in train_split.src],
+            [len(t) for t in train_split.tgt],
+            max_tokens=config.train.max_tokens,
+            seed=config.train.seed,
+        ),
+        store=CheckpointStore(
+            paths.checkpoints,
+            keep_last=config.train.keep_last,
+            keep_best=config.train.keep_best,
+            mode="max",
+        ),
+        data_fingerprint=_fingerprint(train_split),
+    )
+    if checkpoint:
+        _restore(session, checkpoint)
+    remember_run(paths.root)
+    return session
+
+
+def _prepare_run_dir(paths: RunPaths, config: Config, *, resume: bool, overwrite: bool):
+    """Create or check the run directory; when resuming, return the checkpoint path to load."""
+    root = paths.root
+    exists = root.exists() and any(root.iterdir())
+    if resume:
+        store = CheckpointStore(paths.checkpoints, keep_last=1, keep_best=1, mode="max")
+        latest = store.latest_loadable() if paths.checkpoints.exists() else None
+        if latest is None:
+            raise UsageError(f"--resume: no complete checkpoint in {paths.checkpoints}")
+        return latest
+    if exists and not overwrite:
+        raise UsageError(
+            f"run directory {root} already exists; use --resume to continue it "
+            "or --overwrite to start again"
+        )
+    if exists:
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(to_yaml(config), paths.config)
+    return None
+
+
+def _restore(session: Session, checkpoint: LoadedCheckpoint) -> None:
+    path, state = checkpoint.path, checkpoint.state
+    _check_consistent(session, state, path)
+    session.model.load_state_dict(state["model"])
+    session.optimizer.load_state_dict(state["optimizer"])
+    session.progress = Progress.from_dict(state["progress"])
+    restore_rng_state(state["rng"])
+    session.saved_step = session.validated_step = session.progress.step
+    session.resumed_from = path
+    atomic_write_text(to_yaml(session.config), session.paths.config)
+    _truncate_metrics(session.paths.metrics, session.progress.step)
+    log.info("resumed from %s at step %d (epoch %d, batch %d)", path, session.progress.step,
+             session.progress.epoch, session.progress.position)  # fmt: skip
+
+
+def _check_consistent(session: Session, state: dict, path: Path) -> None:
+    """Refuse to resume with a different model, tokenizer, data or data order."""
+    old, new = state["config"], session.config.model_dump(mode="json")
+    differing = [
+        f"{section}.{key}"
+        for section in ("data", "tokenizer", "model", "train")
+        for key in sorted(set(old[section]) | set(new[section]))
+        if (section != "train" or key in FIXED_TRAIN_KEYS)
+        and old[section].get(key) != new[section].get(key)
+    ]
+    if state["tokenizer_fingerprint"] != session.tokenizer.fingerprint():
+        differing.append("tokenizer.json")
+    if state["data_fingerprint"] != session.data_fingerprint:
+        differing.append("training data")
+    if differing:
+        raise UsageError(
+            f"cannot resume from {path}: {', '.join(differing)} differ from the run's; "
+            "change only budgets (max_steps, max_epochs, max_minutes, …) or start a new run"
+        )
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric events past the checkpoint, so a resumed run's log reads as one run."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line)["step"] <= step]  # fmt: skip
+    atomic_write_text("".join(line + "\n" for line in kept), path)
+
+
+def _fingerprint(split: EncodedSplit) -> str:
+    digest = hashlib.sha256()
+    for src, tgt in zip(split.src, split.tgt, strict=True):
+        digest.update(json.dumps([src, tgt]).encode())
+    return digest.hexdigest()[:16]
