@@ -1,0 +1,41 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from
+scratch: one module per section of the paper, plus decoding.
+
+Shape legend, used in every docstring and trailing shape comment:
+
+    B  batch size                 S  source length           T  target length
+    D  d_model                    H  number of heads         K  d_k = d_v = D / H
+    F  d_ff                       V  vocabulary size
+
+Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk).
+
+Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), layers (§3.1),
+model (§3), decoding (search).
+"""
+
+from tfm.transformer.attention import KeyValue, MultiHeadAttention, scaled_dot_product_attention
+from tfm.transformer.decoding import DecodeResult, greedy_decode, greedy_decode_uncached
+from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
+from tfm.transformer.feed_forward import PositionwiseFeedForward
+from tfm.transformer.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer
+from tfm.transformer.model import Transformer, build_model
+
+__all__ = [
+    "DecodeResult",
+    "Decoder",
+    "DecoderCache",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "KeyValue",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "PositionwiseFeedForward",
+    "TokenEmbedding",
+    "Transformer",
+    "build_model",
+    "greedy_decode",
+    "greedy_decode_uncached",
+    "scaled_dot_product_attention",
+    "sinusoidal_table",
+]

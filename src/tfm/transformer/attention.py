@@ -1,0 +1,200 @@
+"""§3.2 Attention: scaled dot-product attention (§3.2.1, eq. 1) and multi-head attention (§3.2.2).
+
+Masks follow the one tfm convention: boolean, True = this query may attend to this key,
+broadcastable to (B, H, Tq, Tk). `None` means "attend everywhere", which lets the fused kernel
+skip the mask.
+
+Deviation from §3.2.1: a query whose keys are all masked gets an all-zero output (and all-zero
+weights) instead of the NaN a plain softmax over only -inf would give. This happens only for a
+source made entirely of padding.
+"""
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class KeyValue(NamedTuple):
+    """Keys and values of one attention sublayer, split into heads; what a decoding cache holds."""
+
+    keys: Tensor  # (B, H, Tk, K)
+    values: Tensor  # (B, H, Tk, K)
+
+
+def causal_mask(query_len: int, key_len: int, *, device: torch.device | None = None) -> Tensor:
+    """§3.2.3 masked self-attention: query i (the last `query_len` of `key_len` positions) may
+    attend to keys 0..i. Aligned bottom-right, so it also serves a step that appends queries to a
+    cache of earlier keys. Returns (Tq, Tk) bool, True = may attend."""
+    ones = torch.ones(query_len, key_len, dtype=torch.bool, device=device)
+    return ones.tril(diagonal=key_len - query_len)
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    mask: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Eq. (1): softmax(Q K^T / sqrt(d_k)) V.
+
+    query (B, H, Tq, K), key and value (B, H, Tk, K); mask bool broadcastable to (B, H, Tq, Tk),
+    True = may attend; `is_causal` adds the causal mask (bottom-right aligned). Returns the output
+    (B, H, Tq, K) and, when `need_weights`, the weights (B, H, Tq, Tk), else None.
+
+    Without `need_weights` this goes through `F.scaled_dot_product_attention`, which on CPU uses a
+    fused kernel when dropout_p is 0; with it, through the explicit matmul/softmax/matmul path.
+    Both give the same output.
+    """
+    if not need_weights:
+        if is_causal and (mask is not None or query.size(-2) != key.size(-2)):
+            # SDPA's own is_causal is aligned top-left and cannot be combined with a mask.
+            mask = _with_causal(mask, query.size(-2), key.size(-2), query.device)
+            is_causal = False
+        out = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
+        )
+        return out, None
+    if is_causal:
+        mask = _with_causal(mask, query.size(-2), key.size(-2), query.device)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        # A row of only -inf softmaxes to NaN; such a query attends to nothing.
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return attended @ value, weights  # (B, H, Tq, K)
+
+
+def _with_causal(mask: Tensor | None, query_len: int, key_len: int, device: torch.device) -> Tensor:
+    causal = causal_mask(query_len, key_len, device=device)  # (Tq, Tk)
+    return causal if mask is None else mask & causal
+
+
+class MultiHeadAttention(nn.Module):
+    """§3.2.2 Multi-head attention: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), d_k = d_v = d_model / n_heads.
+
+    W^Q, W^K, W^V of all heads are stored as one (3D, D) matrix `w_qkv` (rows: W^Q, then W^K,
+    then W^V), so self-attention projects queries, keys and values in one matmul; cross-attention
+    uses row slices of the same matrix (views, no copy). `w_o` is W^O.
+
+    Deviation from §3.2.2: the projections have biases (as in `nn.MultiheadAttention`), and
+    `attention_dropout` (default 0, as in the paper) can drop attention weights; on CPU any value
+    above 0 forces PyTorch's slow attention path.
+    """
+
+    def __init__(
+        self, *, d_model: int, n_heads: int, attention_dropout: float = 0.0, bias: bool = True
+    ) -> None:
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if not 0.0 <= attention_dropout < 1.0:
+            raise ValueError(f"attention_dropout={attention_dropout} is not in [0, 1)")
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.attention_dropout = attention_dropout
+        self.w_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(
+        self,
+        query: Tensor,
+        context: Tensor | None = None,
+        *,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Self-attention over `query` (B, Tq, D) when `context` is None, else attention from
+        `query` to `context` (B, Tk, D). Returns (B, Tq, D) and the per-head weights
+        (B, H, Tq, Tk) when `need_weights`, else None."""
+        if context is None:
+            out, weights, _ = self.self_attention(
+                query, mask=mask, is_causal=is_causal, need_weights=need_weights
+            )
+            return out, weights
+        return self.cross_attention(
+            query, self.project_context(context), mask=mask, need_weights=need_weights
+        )
+
+    def self_attention(
+        self,
+        x: Tensor,
+        *,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        past: KeyValue | None = None,
+    ) -> tuple[Tensor, Tensor | None, KeyValue]:
+        """Self-attention of x (B, T, D). With `past` (keys and values of earlier positions), the
+        new keys and values are appended to it and the queries attend to all of them. Returns the
+        output (B, T, D), the weights or None, and all keys and values so far (the next cache)."""
+        B, T, _ = x.shape
+        qkv = self.w_qkv(x).view(B, T, 3, self.n_heads, -1)  # (B, T, 3, H, K)
+        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, K)
+        if past is not None:
+            key = torch.cat([past.keys, key], dim=2)  # (B, H, t + T, K)
+            value = torch.cat([past.values, value], dim=2)  # (B, H, t + T, K)
+            # One new query sees every cached key: no mask needed.
+            is_causal = is_causal and T > 1
+        out, weights = self._attend(query, key, value, mask, is_causal, need_weights)
+        return out, weights, KeyValue(key, value)
+
+    def project_context(self, context: Tensor) -> KeyValue:
+        """Keys and values for cross-attention from context (B, Tk, D); decoding computes these
+        once per sentence."""
+        B, S, D = context.shape
+        kv = F.linear(context, self.w_qkv.weight[D:], _rows(self.w_qkv.bias, D, None))
+        key, value = kv.view(B, S, 2, self.n_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        return KeyValue(key, value)  # 2 x (B, H, S, K)
+
+    def cross_attention(
+        self,
+        x: Tensor,
+        context: KeyValue,
+        *,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention from x (B, T, D) to keys and values from `project_context`. Returns
+        (B, T, D) and the weights (B, H, T, S) or None."""
+        B, T, D = x.shape
+        query = F.linear(x, self.w_qkv.weight[:D], _rows(self.w_qkv.bias, 0, D))
+        query = query.view(B, T, self.n_heads, -1).transpose(1, 2)  # (B, H, T, K)
+        return self._attend(query, context.keys, context.values, mask, False, need_weights)
+
+    def _attend(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        B, _, T, _ = query.shape
+        out, weights = scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            mask=mask,
+            is_causal=is_causal,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+            need_weights=need_weights,
+        )
+        out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
+        return self.w_o(out), weights
+
+
+def _rows(bias: Tensor | None, start: int, stop: int | None) -> Tensor | None:
+    return None if bias is None else bias[start:stop]

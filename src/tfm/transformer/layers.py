@@ -1,0 +1,287 @@
+"""§3.1 Encoder and Decoder Stacks: the layers, their residual connections, and the stacks.
+
+Each sublayer is wrapped as LayerNorm(x + Dropout(Sublayer(x))) (§3.1 with §5.4's residual
+dropout): "post" norm placement, the paper's and the default.
+
+Deviation from §3.1: norm_position="pre" computes x + Dropout(Sublayer(LayerNorm(x))) instead,
+which trains more stably without warm-up; the stack then ends with one more LayerNorm, since
+nothing else would normalise the last layer's output.
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from torch import Tensor, nn
+
+from tfm.transformer.attention import KeyValue, MultiHeadAttention
+from tfm.transformer.feed_forward import PositionwiseFeedForward
+
+NORM_POSITIONS = ("post", "pre")
+
+
+class Residual(nn.Module):
+    """The residual connection around one sublayer, with its dropout and LayerNorm."""
+
+    def __init__(self, *, d_model: int, dropout: float, norm_position: str) -> None:
+        super().__init__()
+        if norm_position not in NORM_POSITIONS:
+            raise ValueError(f"norm_position={norm_position!r} is not one of {NORM_POSITIONS}")
+        self.pre_norm = norm_position == "pre"
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def sublayer_input(self, x: Tensor) -> Tensor:
+        return self.norm(x) if self.pre_norm else x
+
+    def combine(self, x: Tensor, sublayer_output: Tensor) -> Tensor:
+        y = x + self.dropout(sublayer_output)
+        return y if self.pre_norm else self.norm(y)
+
+
+class EncoderLayer(nn.Module):
+    """§3.1: multi-head self-attention, then the position-wise feed-forward network."""
+
+    def __init__(
+        self,
+        *,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation: str = "relu",
+        norm_position: str = "post",
+    ) -> None:
+        super().__init__()
+        self.self_attention = MultiHeadAttention(
+            d_model=d_model, n_heads=n_heads, attention_dropout=attention_dropout
+        )
+        self.self_attention_residual = Residual(
+            d_model=d_model, dropout=dropout, norm_position=norm_position
+        )
+        self.feed_forward = PositionwiseFeedForward(
+            d_model=d_model, d_ff=d_ff, activation=activation
+        )
+        self.feed_forward_residual = Residual(
+            d_model=d_model, dropout=dropout, norm_position=norm_position
+        )
+
+    def forward(
+        self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, D), mask (B, 1, 1, S) or None -> (B, S, D) and weights (B, H, S, S) or None."""
+        attended, weights = self.self_attention(
+            self.self_attention_residual.sublayer_input(x), mask=mask, need_weights=need_weights
+        )
+        x = self.self_attention_residual.combine(x, attended)
+        x = self.feed_forward_residual.combine(
+            x, self.feed_forward(self.feed_forward_residual.sublayer_input(x))
+        )
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """§3.1: masked self-attention, encoder-decoder (cross) attention, feed-forward network.
+
+    Target padding needs no mask here: targets are right-padded, so causality already hides every
+    pad key from every real query.
+    """
+
+    def __init__(
+        self,
+        *,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation: str = "relu",
+        norm_position: str = "post",
+    ) -> None:
+        super().__init__()
+        sizes = dict(d_model=d_model, n_heads=n_heads, attention_dropout=attention_dropout)
+        residual = dict(d_model=d_model, dropout=dropout, norm_position=norm_position)
+        self.self_attention = MultiHeadAttention(**sizes)
+        self.self_attention_residual = Residual(**residual)
+        self.cross_attention = MultiHeadAttention(**sizes)
+        self.cross_attention_residual = Residual(**residual)
+        self.feed_forward = PositionwiseFeedForward(
+            d_model=d_model, d_ff=d_ff, activation=activation
+        )
+        self.feed_forward_residual = Residual(**residual)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: KeyValue,
+        *,
+        memory_mask: Tensor | None = None,
+        past: KeyValue | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, KeyValue]:
+        """x (B, T, D); memory: this layer's cross-attention keys and values (B, H, S, K);
+        memory_mask (B, 1, 1, S) or None; past: cached self-attention keys and values of earlier
+        positions. Returns x (B, T, D), self-attention weights (B, H, T, t + T), cross-attention
+        weights (B, H, T, S) (both None unless `need_weights`) and the self-attention keys and
+        values so far."""
+        residual = self.self_attention_residual
+        attended, self_weights, keys_values = self.self_attention.self_attention(
+            residual.sublayer_input(x), is_causal=True, need_weights=need_weights, past=past
+        )
+        x = residual.combine(x, attended)
+        residual = self.cross_attention_residual
+        attended, cross_weights = self.cross_attention.cross_attention(
+            residual.sublayer_input(x), memory, mask=memory_mask, need_weights=need_weights
+        )
+        x = residual.combine(x, attended)
+        residual = self.feed_forward_residual
+        x = residual.combine(x, self.feed_forward(residual.sublayer_input(x)))
+        return x, self_weights, cross_weights, keys_values
+
+
+class Encoder(nn.Module):
+    """§3.1: a stack of `n_layers` identical encoder layers (plus a final LayerNorm if pre-norm)."""
+
+    def __init__(
+        self,
+        *,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation: str = "relu",
+        norm_position: str = "post",
+    ) -> None:
+        super().__init__()
+        if n_layers < 1:
+            raise ValueError(f"n_layers={n_layers} must be at least 1")
+        options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
+        options.update(attention_dropout=attention_dropout, activation=activation)
+        self.layers = nn.ModuleList(
+            EncoderLayer(**options, norm_position=norm_position) for _ in range(n_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model) if norm_position == "pre" else None
+
+    def forward(
+        self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, list[Tensor]]:
+        """x (B, S, D) -> memory (B, S, D) and, if `need_weights`, per layer (B, H, S, S)."""
+        all_weights = []
+        for layer in self.layers:
+            x, weights = layer(x, mask=mask, need_weights=need_weights)
+            if need_weights:
+                all_weights.append(weights)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, all_weights
+
+
+@dataclass(frozen=True)
+class DecoderCache:
+    """What incremental decoding keeps between steps: per layer, the self-attention keys and
+    values of the positions decoded so far and the cross-attention keys and values of the memory
+    (computed once), plus the memory padding mask. Immutable: each step returns a new one."""
+
+    self_attention: list[KeyValue]  # per layer (B, H, t, K)
+    cross_attention: list[KeyValue]  # per layer (B, H, S, K)
+    memory_mask: Tensor | None  # (B, 1, 1, S)
+
+    @property
+    def length(self) -> int:
+        """t, the number of target positions already in the cache."""
+        return self.self_attention[0].keys.size(2)
+
+    def select(self, index: Tensor) -> "DecoderCache":
+        """Keep the sentences (or beams) `index` (N,) long, in that order."""
+
+        def pick(kv: KeyValue) -> KeyValue:
+            return KeyValue(kv.keys.index_select(0, index), kv.values.index_select(0, index))
+
+        mask = None if self.memory_mask is None else self.memory_mask.index_select(0, index)
+        return DecoderCache(
+            [pick(kv) for kv in self.self_attention],
+            [pick(kv) for kv in self.cross_attention],
+            mask,
+        )
+
+
+class DecoderOutput(NamedTuple):
+    hidden: Tensor  # (B, T, D)
+    self_weights: list[Tensor]  # per layer (B, H, T, t + T), empty unless asked for
+    cross_weights: list[Tensor]  # per layer (B, H, T, S), empty unless asked for
+    cache: DecoderCache | None  # the next cache when one was given
+
+
+class Decoder(nn.Module):
+    """§3.1: a stack of `n_layers` identical decoder layers (plus a final LayerNorm if pre-norm)."""
+
+    def __init__(
+        self,
+        *,
+        n_layers: int,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation: str = "relu",
+        norm_position: str = "post",
+    ) -> None:
+        super().__init__()
+        if n_layers < 1:
+            raise ValueError(f"n_layers={n_layers} must be at least 1")
+        options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
+        options.update(attention_dropout=attention_dropout, activation=activation)
+        self.layers = nn.ModuleList(
+            DecoderLayer(**options, norm_position=norm_position) for _ in range(n_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model) if norm_position == "pre" else None
+
+    def start_cache(self, memory: Tensor, memory_mask: Tensor | None) -> DecoderCache:
+        """An empty cache for decoding against memory (B, S, D)."""
+        first = self.layers[0].self_attention
+        B, _, D = memory.shape
+        empty = memory.new_empty(B, first.n_heads, 0, D // first.n_heads)  # (B, H, 0, K)
+        return DecoderCache(
+            [KeyValue(empty, empty) for _ in self.layers],
+            [layer.cross_attention.project_context(memory) for layer in self.layers],
+            memory_mask,
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None,
+        *,
+        memory_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+    ) -> DecoderOutput:
+        """x (B, T, D) embedded targets; memory (B, S, D), or None when `cache` holds it already;
+        memory_mask (B, 1, 1, S) or None (with a cache, the cache's mask is used)."""
+        if cache is None:
+            if memory is None:
+                raise ValueError("Decoder needs memory when no cache is given")
+            cross = [layer.cross_attention.project_context(memory) for layer in self.layers]
+            pasts: list[KeyValue | None] = [None] * len(self.layers)
+        else:
+            cross, pasts, memory_mask = (
+                cache.cross_attention,
+                cache.self_attention,
+                cache.memory_mask,
+            )
+        self_weights, cross_weights, keys_values = [], [], []
+        for layer, memory_kv, past in zip(self.layers, cross, pasts, strict=True):
+            x, self_w, cross_w, kv = layer(
+                x, memory_kv, memory_mask=memory_mask, past=past, need_weights=need_weights
+            )
+            keys_values.append(kv)
+            if need_weights:
+                self_weights.append(self_w)
+                cross_weights.append(cross_w)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        next_cache = None if cache is None else DecoderCache(keys_values, cross, memory_mask)
+        return DecoderOutput(x, self_weights, cross_weights, next_cache)

@@ -1,0 +1,207 @@
+"""§3 Model Architecture: the encoder-decoder Transformer, and `build_model`, its one builder.
+
+Deviation from §3 (not in the paper): every weight matrix starts Xavier-uniform and every bias at
+zero; the output projection has no bias.
+"""
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding
+from tfm.transformer.layers import Decoder, DecoderCache, Encoder
+
+
+class DecodeStep(NamedTuple):
+    logits: Tensor  # (B, V), for the last target position only
+    cross_weights: list[Tensor]  # per layer (B, H, T_new, S); empty unless asked for
+    cache: DecoderCache  # the cache including the new positions
+
+
+class Transformer(nn.Module):
+    """Source ids (B, S) and shifted target ids (B, T) -> logits (B, T, V); build with
+    `build_model`.
+
+    Padding is given by `pad_id`; sources may be padded anywhere, targets only on the right (the
+    causal mask then hides target padding from every real position).
+    With `share_embeddings`, source and target share one embedding (a joint vocabulary); with
+    `tie_output`, the pre-softmax projection uses the target embedding matrix (§3.4).
+    """
+
+    def __init__(
+        self,
+        *,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int,
+        n_heads: int,
+        n_encoder_layers: int,
+        n_decoder_layers: int,
+        d_ff: int,
+        dropout: float,
+        attention_dropout: float,
+        activation: str,
+        norm_position: str,
+        share_embeddings: bool,
+        tie_output: bool,
+        max_len: int,
+        pad_id: int,
+    ) -> None:
+        super().__init__()
+        if share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError(
+                f"share_embeddings needs src_vocab_size={src_vocab_size} to equal "
+                f"tgt_vocab_size={tgt_vocab_size}"
+            )
+        if not 0 <= pad_id < min(src_vocab_size, tgt_vocab_size):
+            raise ValueError(
+                f"pad_id={pad_id} is outside the vocabularies "
+                f"(src_vocab_size={src_vocab_size}, tgt_vocab_size={tgt_vocab_size})"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout={dropout} is not in [0, 1)")
+        self.pad_id = pad_id
+        self.src_embedding = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model)
+        self.tgt_embedding = (
+            self.src_embedding
+            if share_embeddings
+            else TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model)
+        )
+        self.positional_encoding = PositionalEncoding(d_model=d_model, max_len=max_len)
+        self.embedding_dropout = nn.Dropout(dropout)  # §5.4: on the sums of embeddings and PE
+        options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
+        options.update(
+            attention_dropout=attention_dropout, activation=activation, norm_position=norm_position
+        )
+        self.encoder = Encoder(n_layers=n_encoder_layers, **options)
+        self.decoder = Decoder(n_layers=n_decoder_layers, **options)
+        self.output_projection = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self._init_parameters()
+        if tie_output:
+            self.output_projection.weight = self.tgt_embedding.weight
+
+    def _init_parameters(self) -> None:
+        for name, parameter in self.named_parameters():
+            if parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+            elif name.endswith("bias") and "norm" not in name:
+                nn.init.zeros_(parameter)
+
+    @property
+    def max_len(self) -> int:
+        """The longest source or target the positional table covers."""
+        return self.positional_encoding.max_len
+
+    def source_mask(self, src_ids: Tensor) -> Tensor | None:
+        """Key padding mask (B, 1, 1, S), True = real token; None when nothing is padding, so
+        attention can skip masking altogether."""
+        is_real = src_ids != self.pad_id  # (B, S)
+        if bool(is_real.all()):
+            return None
+        return is_real[:, None, None, :]  # (B, 1, 1, S)
+
+    def _embed(self, ids: Tensor, embedding: TokenEmbedding, offset: int = 0) -> Tensor:
+        x = self.positional_encoding(embedding(ids), offset=offset)  # (B, T, D)
+        return self.embedding_dropout(x)
+
+    def encode(self, src_ids: Tensor) -> Tensor:
+        """src_ids (B, S) long -> memory (B, S, D)."""
+        memory, _ = self.encoder(
+            self._embed(src_ids, self.src_embedding), mask=self.source_mask(src_ids)
+        )
+        return memory
+
+    def decode(
+        self, tgt_ids: Tensor, memory: Tensor, src_ids: Tensor, *, last_only: bool = False
+    ) -> Tensor:
+        """tgt_ids (B, T) long, memory (B, S, D) from `encode(src_ids)`, and src_ids (B, S) itself,
+        used only for the cross-attention padding mask -> logits (B, T, V), or (B, 1, V) for the
+        last position only when `last_only`."""
+        output = self.decoder(
+            self._embed(tgt_ids, self.tgt_embedding), memory, memory_mask=self.source_mask(src_ids)
+        )
+        hidden = output.hidden[:, -1:] if last_only else output.hidden  # (B, T or 1, D)
+        return self.output_projection(hidden)  # (B, T or 1, V)
+
+    def forward(self, src_ids: Tensor, tgt_ids: Tensor) -> Tensor:
+        """src_ids (B, S) long, tgt_ids (B, T) long (shifted right) -> logits (B, T, V)."""
+        return self.decode(tgt_ids, self.encode(src_ids), src_ids)
+
+    def start_cache(self, memory: Tensor, src_ids: Tensor) -> DecoderCache:
+        """An empty decoding cache for memory (B, S, D) of src_ids (B, S); the cross-attention
+        keys and values are computed here, once."""
+        return self.decoder.start_cache(memory, self.source_mask(src_ids))
+
+    def decode_step(
+        self, tgt_ids: Tensor, cache: DecoderCache, *, need_weights: bool = False
+    ) -> DecodeStep:
+        """Decode the next target positions tgt_ids (B, T_new), given the cache of the earlier
+        ones. Returns the logits of the last position (B, V), the cross-attention weights if asked
+        for and the extended cache."""
+        x = self._embed(tgt_ids, self.tgt_embedding, offset=cache.length)  # (B, T_new, D)
+        output = self.decoder(x, None, cache=cache, need_weights=need_weights)
+        logits = self.output_projection(output.hidden[:, -1])  # (B, V)
+        return DecodeStep(logits, output.cross_weights, output.cache)
+
+    @torch.no_grad()
+    def attention_maps(self, src_ids: Tensor, tgt_ids: Tensor) -> dict[str, list[Tensor]]:
+        """Per-head attention weights of every layer, computed with the explicit path, for plots:
+        {"encoder": per layer (B, H, S, S), "decoder": per layer (B, H, T, T),
+        "cross": per layer (B, H, T, S)}. Call `eval()` first for dropout-free maps."""
+        src_mask = self.source_mask(src_ids)
+        memory, encoder_weights = self.encoder(
+            self._embed(src_ids, self.src_embedding), mask=src_mask, need_weights=True
+        )
+        output = self.decoder(
+            self._embed(tgt_ids, self.tgt_embedding),
+            memory,
+            memory_mask=src_mask,
+            need_weights=True,
+        )
+        return {
+            "encoder": encoder_weights,
+            "decoder": output.self_weights,
+            "cross": output.cross_weights,
+        }
+
+
+def build_model(
+    *,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    d_model: int = 512,
+    n_heads: int = 8,
+    n_encoder_layers: int = 6,
+    n_decoder_layers: int = 6,
+    d_ff: int = 2048,
+    dropout: float = 0.1,
+    attention_dropout: float = 0.0,
+    activation: str = "relu",
+    norm_position: str = "post",
+    share_embeddings: bool = False,
+    tie_output: bool = True,
+    max_len: int = 512,
+    pad_id: int = 0,
+) -> Transformer:
+    """The one way to build the model from plain hyperparameters (defaults: §3's base model).
+
+    Raises ValueError, naming the values, for inconsistent sizes or unknown option strings.
+    """
+    return Transformer(
+        src_vocab_size=src_vocab_size,
+        tgt_vocab_size=tgt_vocab_size,
+        d_model=d_model,
+        n_heads=n_heads,
+        n_encoder_layers=n_encoder_layers,
+        n_decoder_layers=n_decoder_layers,
+        d_ff=d_ff,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        activation=activation,
+        norm_position=norm_position,
+        share_embeddings=share_embeddings,
+        tie_output=tie_output,
+        max_len=max_len,
+        pad_id=pad_id,
+    )
