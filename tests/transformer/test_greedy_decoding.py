@@ -1,0 +1,127 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from transformer_reference import padded_batch
+
+from tfm.transformer import Transformer, build_model, greedy_decode, greedy_decode_uncached
+from tfm.transformer.decoding import output_limits
+
+V = 16
+SOURCE_LENGTHS = [9, 3, 6, 1, 7, 4]
+
+
+def lively_model(norm_position: str = "pre", seed: int = 0) -> Transformer:
+    """A random model with larger weights, so that its greedy outputs vary with the source."""
+    torch.manual_seed(seed)
+    model = build_model(
+        src_vocab_size=V, tgt_vocab_size=V, d_model=32, n_heads=4, n_encoder_layers=2,
+        n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64, norm_position=norm_position,
+    )  # fmt: skip
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 2.0 / parameter.shape[-1] ** 0.5)
+    return model.eval()
+
+
+def copy_batch(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sources of 1..9 content ids (4..V-1) and targets BOS + source + EOS, right-padded."""
+    lengths = torch.randint(1, 10, (n,), generator=generator).tolist()
+    src = torch.zeros(n, 9, dtype=torch.long)
+    tgt = torch.zeros(n, 11, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        content = torch.randint(4, V, (length,), generator=generator)
+        src[row, :length] = content
+        tgt[row, : length + 2] = torch.cat([torch.tensor([1]), content, torch.tensor([2])])
+    return src, tgt
+
+
+@pytest.fixture(scope="module")
+def copy_model() -> Transformer:
+    """A post-norm model trained briefly to copy its source: its outputs depend on the source
+    and end with an EOS at different steps (random tiny models tend to repeat one token)."""
+    torch.manual_seed(0)
+    model = build_model(
+        src_vocab_size=V, tgt_vocab_size=V, d_model=32, n_heads=4, n_encoder_layers=1,
+        n_decoder_layers=1, d_ff=64, dropout=0.0, max_len=64,
+    )  # fmt: skip
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        src, tgt = copy_batch(32, generator)
+        logits = model(src, tgt[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, V), tgt[:, 1:].reshape(-1), ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
+def test_cached_greedy_equals_rerunning_the_whole_prefix(copy_model):
+    src, _ = copy_batch(8, torch.Generator().manual_seed(1))
+    limits = output_limits(copy_model, src, 1.0, 5).tolist()
+    cached = greedy_decode(copy_model, src, max_len_a=1.0, max_len_b=5).tokens
+    uncached = greedy_decode_uncached(copy_model, src, max_len_a=1.0, max_len_b=5).tokens
+    assert cached == uncached
+    # The batch was exercised as meant: sentences of different lengths stopped at their EOS.
+    assert len({len(tokens) for tokens in cached}) > 2
+    stopped_at_eos = [len(t) < limit for t, limit in zip(cached, limits, strict=True)]
+    assert sum(stopped_at_eos) >= len(cached) // 2
+
+
+def test_cached_greedy_equals_rerunning_the_whole_prefix_for_pre_norm():
+    model = lively_model("pre")
+    src = padded_batch(SOURCE_LENGTHS, vocab_size=V)
+    options = dict(eos_id=V + 1, max_len_a=1.0, max_len_b=5)  # runs to the length limit
+    cached = greedy_decode(model, src, **options).tokens
+    assert cached == greedy_decode_uncached(model, src, **options).tokens
+    assert len({tuple(tokens[:5]) for tokens in cached}) > 2  # outputs differ between sources
+
+
+def test_outputs_respect_the_length_limit_a_times_source_length_plus_b():
+    model = lively_model()
+    src = padded_batch(SOURCE_LENGTHS, vocab_size=V)
+    result = greedy_decode(model, src, eos_id=V + 1, max_len_a=1.5, max_len_b=2)  # no EOS
+    assert [len(t) for t in result.tokens] == [int(1.5 * n + 2) for n in SOURCE_LENGTHS]
+
+
+def test_length_limit_is_capped_by_the_positional_table():
+    model = lively_model()
+    src = padded_batch([9], vocab_size=V)
+    assert len(greedy_decode(model, src, eos_id=V + 1, max_len_a=100).tokens[0]) == model.max_len
+
+
+def test_a_sentence_that_starts_with_eos_is_empty():
+    model = lively_model(norm_position="post")
+    with torch.no_grad():  # every hidden state becomes all ones, which only the EOS row scores
+        model.decoder.layers[-1].feed_forward_residual.norm.weight.zero_()
+        model.decoder.layers[-1].feed_forward_residual.norm.bias.fill_(1.0)
+        model.output_projection.weight.zero_()
+        model.output_projection.weight[2] = 1.0
+    result = greedy_decode(model, padded_batch([4, 2], vocab_size=V), eos_id=2)
+    assert result.tokens == [[], []]
+
+
+def test_returned_cross_attention_matches_the_explicit_full_pass():
+    model = lively_model()
+    src = padded_batch(SOURCE_LENGTHS, vocab_size=V)
+    result = greedy_decode(model, src, max_len_a=1.0, max_len_b=3, return_attention=True)
+    assert len(result.cross_attention) == len(SOURCE_LENGTHS)
+    for i, (tokens, weights) in enumerate(zip(result.tokens, result.cross_attention, strict=True)):
+        n = SOURCE_LENGTHS[i]
+        assert weights.shape == (2, 4, len(tokens), n)  # (L, H, T_out, S_real)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, len(tokens)))
+        prefix = torch.tensor([[1, *tokens[:-1]]]) if tokens else torch.tensor([[1]])
+        maps = model.attention_maps(src[i : i + 1, :n], prefix)
+        expected = torch.stack(maps["cross"], dim=1)[0, :, :, : len(tokens)]  # (L, H, T_out, S)
+        torch.testing.assert_close(weights, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_greedy_decode_returns_plain_ints_and_no_attention_by_default():
+    result = greedy_decode(lively_model(), padded_batch([3, 5], vocab_size=V))
+    assert result.cross_attention is None
+    assert all(isinstance(token, int) for tokens in result.tokens for token in tokens)
+
+
+def test_negative_length_slope_is_rejected_with_value():
+    with pytest.raises(ValueError, match=r"max_len_a=-1"):
+        greedy_decode(lively_model(), padded_batch([3], vocab_size=V), max_len_a=-1)

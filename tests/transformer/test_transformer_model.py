@@ -1,0 +1,154 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformer_reference import (
+    causal_for_reference,
+    copy_decoder_layer,
+    copy_encoder_layer,
+    copy_linear,
+    padded_batch,
+    randomize,
+)
+
+from tfm.transformer import Transformer, build_model
+
+V = 40
+TINY = dict(
+    src_vocab_size=V, tgt_vocab_size=V, d_model=32, n_heads=4, n_encoder_layers=2,
+    n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64,
+)  # fmt: skip
+
+
+def tiny_model(**overrides) -> Transformer:
+    torch.manual_seed(0)
+    return build_model(**{**TINY, **overrides}).eval()
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_encoder_decoder_matches_nn_transformer(norm_position, no_fast_path):
+    model = tiny_model(norm_position=norm_position)
+    reference = nn.Transformer(
+        d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=64,
+        dropout=0.0, batch_first=True, norm_first=norm_position == "pre",
+    )  # fmt: skip
+    reference = randomize(reference, seed=5).eval()
+    reference.encoder.enable_nested_tensor = False
+    for ours, theirs in zip(model.encoder.layers, reference.encoder.layers, strict=True):
+        copy_encoder_layer(ours, theirs)
+    for ours, theirs in zip(model.decoder.layers, reference.decoder.layers, strict=True):
+        copy_decoder_layer(ours, theirs)
+    if norm_position == "pre":
+        copy_linear(model.encoder.final_norm, reference.encoder.norm)
+        copy_linear(model.decoder.final_norm, reference.decoder.norm)
+    else:  # nn.Transformer adds a final LayerNorm even after post-norm stacks; the paper does not
+        reference.encoder.norm = reference.decoder.norm = None
+    src, tgt = padded_batch([9, 5, 2], vocab_size=V), padded_batch([6, 6, 6], vocab_size=V, seed=1)
+    src_pad = src == model.pad_id
+    embedded_src = model.positional_encoding(model.src_embedding(src))
+    embedded_tgt = model.positional_encoding(model.tgt_embedding(tgt))
+    hidden = reference(
+        embedded_src, embedded_tgt, tgt_mask=causal_for_reference(6), src_key_padding_mask=src_pad,
+        memory_key_padding_mask=src_pad, tgt_is_causal=True,
+    )  # fmt: skip
+    torch.testing.assert_close(
+        model(src, tgt), model.output_projection(hidden), atol=1e-5, rtol=1e-5
+    )
+
+
+def test_forward_is_decode_of_encode_and_gives_b_t_v_logits():
+    model = tiny_model()
+    src, tgt = padded_batch([7, 3], vocab_size=V), padded_batch([5, 2], vocab_size=V, seed=1)
+    logits = model(src, tgt)
+    assert logits.shape == (2, 5, V) and logits.dtype == torch.float32
+    torch.testing.assert_close(logits, model.decode(tgt, model.encode(src), src))
+    torch.testing.assert_close(
+        logits[:, -1:], model.decode(tgt, model.encode(src), src, last_only=True)
+    )
+
+
+def test_changing_later_target_tokens_leaves_earlier_logits_unchanged():
+    model = tiny_model()
+    src, tgt = padded_batch([8, 4], vocab_size=V), padded_batch([7, 7], vocab_size=V, seed=1)
+    changed = tgt.clone()
+    changed[:, 4:] = (changed[:, 4:] + 1) % (V - 1) + 1
+    before, after = model(src, tgt), model(src, changed)
+    torch.testing.assert_close(before[:, :4], after[:, :4], atol=1e-6, rtol=1e-6)
+    assert not torch.allclose(before[:, 4:], after[:, 4:])
+
+
+def test_appending_source_padding_leaves_outputs_unchanged():
+    model = tiny_model()
+    src, tgt = padded_batch([6, 6], vocab_size=V), padded_batch([5, 5], vocab_size=V, seed=1)
+    padded = torch.cat([src, torch.zeros(2, 4, dtype=torch.long)], dim=1)  # (B, S + 4)
+    torch.testing.assert_close(model.encode(padded)[:, :6], model.encode(src), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(model(padded, tgt), model(src, tgt), atol=1e-6, rtol=1e-5)
+
+
+def test_shared_and_tied_embeddings_are_one_parameter():
+    model = tiny_model(share_embeddings=True, tie_output=True)
+    assert model.src_embedding is model.tgt_embedding
+    assert model.output_projection.weight is model.tgt_embedding.weight
+    untied = tiny_model(tie_output=False)
+    assert untied.output_projection.weight is not untied.tgt_embedding.weight
+    assert untied.src_embedding is not untied.tgt_embedding
+    n_shared = sum(p.numel() for p in model.parameters())
+    n_untied = sum(p.numel() for p in untied.parameters())
+    assert n_untied - n_shared == 2 * V * 32
+
+
+def test_attention_maps_have_per_layer_per_head_shapes():
+    model = tiny_model()
+    src, tgt = padded_batch([7, 3], vocab_size=V), padded_batch([5, 5], vocab_size=V, seed=1)
+    maps = model.attention_maps(src, tgt)
+    assert [m.shape for m in maps["encoder"]] == [(2, 4, 7, 7)] * 2
+    assert [m.shape for m in maps["decoder"]] == [(2, 4, 5, 5)] * 2
+    assert [m.shape for m in maps["cross"]] == [(2, 4, 5, 7)] * 2
+    assert torch.all(maps["cross"][0][1, :, :, 3:] == 0)  # padding gets no attention
+    assert torch.all(maps["decoder"][1].triu(diagonal=1) == 0)  # nor does the future
+
+
+def test_tiny_model_overfits_one_batch():
+    torch.manual_seed(0)
+    model = build_model(
+        src_vocab_size=12, tgt_vocab_size=12, d_model=32, n_heads=2, n_encoder_layers=1,
+        n_decoder_layers=1, d_ff=64, dropout=0.0, max_len=16,
+    )  # fmt: skip
+    src = padded_batch([6, 5, 6, 4], vocab_size=12, seed=2)
+    tgt = padded_batch([7, 6, 5, 7], vocab_size=12, seed=3)
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(150):
+        logits = model(src, tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, 12), tgt_out.reshape(-1), ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.05
+
+
+def test_share_embeddings_needs_equal_vocabularies():
+    with pytest.raises(ValueError, match=r"src_vocab_size=40 to equal tgt_vocab_size=50"):
+        build_model(**{**TINY, "tgt_vocab_size": 50}, share_embeddings=True)
+
+
+def test_pad_id_outside_vocabulary_is_rejected_with_values():
+    with pytest.raises(ValueError, match=r"pad_id=40 is outside .*src_vocab_size=40"):
+        build_model(**TINY, pad_id=40)
+
+
+def test_d_model_not_divisible_by_n_heads_is_rejected_by_build_model():
+    with pytest.raises(ValueError, match=r"d_model=32 is not divisible by n_heads=5"):
+        build_model(**{**TINY, "n_heads": 5})
+
+
+def test_source_longer_than_positional_table_is_rejected_with_both_lengths():
+    model = tiny_model(max_len=8)
+    with pytest.raises(ValueError, match=r"input length 9 .*max_len=8"):
+        model.encode(padded_batch([9], vocab_size=V))
+
+
+def test_build_model_is_keyword_only():
+    with pytest.raises(TypeError):
+        build_model(40, 40)  # type: ignore[misc]
