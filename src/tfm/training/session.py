@@ -18,8 +18,10 @@ from tfm.data.batching import TokenBatchSampler
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
+from tfm.diagnostics import degenerate_warnings
 from tfm.errors import UsageError
 from tfm.evaluation import DecodeSettings, evaluate_split
+from tfm.metrics_log import read_metrics
 from tfm.run import RunPaths, is_finite_score, remember_run, save_model
 from tfm.training.schedule import build_optimizer
 from tfm.training.state import Progress, restore_rng_state, rng_state
@@ -126,6 +128,8 @@ class Session:
             split = self.validation_split
             log.info("  src: %s\n  ref: %s\n  hyp: %s", split.src_text[i], split.tgt_text[i],
                      hypotheses[i])  # fmt: skip
+        for warning in degenerate_warnings(hypotheses, read_metrics(self.paths.metrics)):
+            log.warning("step %d: %s", p.step, warning)
         metric = t.early_stopping_metric
         score = -scores["loss"] if metric == "loss" else scores[metric]
         if is_finite_score(score) and (p.best_score is None or score > p.best_score):
