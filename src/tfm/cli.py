@@ -203,5 +203,93 @@ def translate(
     _guard(body)
 
 
+# --- pictures and diagnostics (issue 8) ---------------------------------------------------------
+
+OutOption = Annotated[
+    Path | None, typer.Option("--out", help="Picture file: .png (default), .svg or .pdf.")
+]
+
+
+@app.command()
+def attention(
+    sentence: Annotated[str, typer.Argument(help="Sentence to translate and show.")],
+    run: RunOption = None,
+    out: OutOption = None,
+    kind: Annotated[str, typer.Option(help="cross, encoder or decoder attention.")] = "cross",
+    layer: Annotated[int | None, typer.Option(help="Layer 1..L; default: all.")] = None,
+    head: Annotated[int | None, typer.Option(help="Head 1..H; default: all.")] = None,
+) -> None:
+    """Translate a sentence and draw its attention weights per head; prints the file written
+    (default: attention-KIND.png)."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.visual.attention import plot_sentence_attention
+
+        path = plot_sentence_attention(run, sentence, out, kind=kind, layer=layer, head=head)
+        typer.echo(path)
+        return 0
+
+    _guard(body)
+
+
+@app.command()
+def positional(
+    d_model: Annotated[int, typer.Option("--d-model", help="Model dimension (even).")] = 512,
+    length: Annotated[int, typer.Option(help="Number of positions.")] = 100,
+    out: OutOption = None,
+) -> None:
+    """Draw the sinusoidal positional encoding; prints the file written (default:
+    positional.png)."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.visual.positional import draw_positional
+
+        typer.echo(draw_positional(out, d_model=d_model, length=length))
+        return 0
+
+    _guard(body)
+
+
+@app.command()
+def plot(run: RunOption = None, out: OutOption = None) -> None:
+    """Draw loss, validation BLEU/chrF and learning rate against steps from a run's
+    metrics.jsonl; prints the file written (default: curves.png in the run directory)."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.visual.curves import plot_run
+
+        typer.echo(plot_run(run, out))
+        return 0
+
+    _guard(body)
+
+
+data_app = typer.Typer(no_args_is_help=True, help="Inspect a corpus before training on it.")
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("check")
+def data_check(
+    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Counts, lengths, length-ratio outliers, duplicates, train overlap, tokens per word and
+    <unk> rate of each split, as a table (or --json)."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.config import load_config
+        from tfm.data.check import check_data, format_table
+
+        report = check_data(load_config(config))
+        typer.echo(json.dumps(report, ensure_ascii=False) if as_json else format_table(report))
+        return 0
+
+    _guard(body)
+
+
 def main() -> None:
     app()

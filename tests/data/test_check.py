@@ -1,0 +1,92 @@
+"""`tfm data check`: counts, lengths, outliers, duplicates and train overlap of a small corpus
+built to contain one of each."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tfm.cli import app
+from tfm.config import load_config
+from tfm.data.check import check_data, format_table, length_ratio, length_stats
+
+TRAIN = [
+    ("the dog sees the cat .", "der Hund sieht die Katze ."),
+    ("a man walks home .", "ein Mann geht nach Hause ."),
+    ("the small cat sleeps .", "die kleine Katze schläft ."),
+    ("the dog sees the cat .", "der Hund sieht die Katze ."),  # duplicate of the first
+    ("yes", "ja , der Mann sieht den großen Hund nicht ."),  # 1 word against 10: an outlier
+    ("a woman reads .", "eine Frau liest ."),
+]
+VALIDATION = [
+    ("a man walks home .", "ein Mann geht nach Hause ."),  # also in train
+    ("the woman sees a dog .", "die Frau sieht einen Hund ."),
+    ("the price is 5 € .", "der Preis ist 5 € ."),  # € is not in train: <unk>
+]
+TEST = [("the cat reads .", "die Katze liest ."), ("a dog sleeps .", "ein Hund schläft .")]
+
+
+@pytest.fixture
+def config_path(tmp_path):
+    lines = ["data:"]
+    for split, pairs in (("train", TRAIN), ("validation", VALIDATION), ("test", TEST)):
+        path = tmp_path / f"{split}.tsv"
+        path.write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
+        lines.append(f"  {split}: {{format: tsv, path: {path}, columns: [en, de]}}")
+    lines.append("tokenizer: {vocab_size: 120, min_frequency: 1}")
+    path = tmp_path / "config.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_report_counts_each_planted_problem(config_path):
+    report = check_data(load_config(config_path))
+    train, validation, test = (report["splits"][s] for s in ("train", "validation", "test"))
+    assert [train["pairs"], validation["pairs"], test["pairs"]] == [6, 3, 2]
+    assert train["duplicate_pairs"] == 1 and validation["duplicate_pairs"] == 0
+    assert train["length_ratio_outliers"] == 1
+    assert train["length_ratio_examples"] == [list(TRAIN[4])]
+    assert (validation["src_in_train"], validation["pairs_in_train"]) == (1, 1)
+    assert (test["src_in_train"], test["pairs_in_train"]) == (0, 0)
+    assert "src_in_train" not in train
+    assert train["src_unk_rate"] == 0 and validation["src_unk_rate"] > 0
+    assert train["src_words"] == {"mean": 4.5, "median": 5, "p95": 6, "max": 6}
+    assert train["src_tokens_per_word"] >= 1.0
+    notes = "\n".join(report["notes"])
+    assert "train: 1 (16.7%) of pairs differ in length more than 3:1" in notes
+    assert "train: 1 (16.7%) of pairs repeat an earlier one" in notes
+    assert "validation: 1 (33.3%) of sources also occur in train (1 identical pairs)" in notes
+    assert "validation: " in notes and "of src tokens are <unk>" in notes
+    assert "test:" not in notes
+
+
+def test_length_helpers():
+    assert length_ratio("a b c", "x") == length_ratio("x", "a b c") == 2.0
+    assert length_stats([3, 1, 2, 10]) == {"mean": 4.0, "median": 2, "p95": 10, "max": 10}
+    assert length_stats([]) == {"mean": 0.0, "median": 0, "p95": 0, "max": 0}
+
+
+def test_table_has_a_column_per_split_and_the_notes(config_path):
+    table = format_table(check_data(load_config(config_path)))
+    lines = table.splitlines()
+    assert lines[0].split() == ["train", "validation", "test"]
+    assert lines[1].split() == ["pairs", "6", "3", "2"]
+    assert any(line.startswith("duplicate pairs") for line in lines)
+    assert any(line.startswith("sources also in train") and " - " in line for line in lines)
+    assert lines[-1].startswith("note: ")
+
+
+def test_cli_prints_the_table_or_json(config_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["data", "check", "--config", str(config_path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0].split() == ["train", "validation", "test"]
+    result = runner.invoke(app, ["data", "check", "--config", str(config_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["splits"]["train"]["duplicate_pairs"] == 1
+
+
+def test_cli_missing_config_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(app, ["data", "check", "--config", str(tmp_path / "no.yaml")])
+    assert result.exit_code == 2
+    assert "no.yaml does not exist" in result.stderr

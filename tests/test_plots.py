@@ -1,0 +1,224 @@
+"""Pictures: the attention weights drawn are the model's own, and each command writes a valid
+image of the expected size. Tiny untrained models; no training."""
+
+import xml.etree.ElementTree as ET
+
+import matplotlib.image
+import pytest
+import torch
+import torch.nn.functional as F
+from typer.testing import CliRunner
+
+from tfm.cli import app
+from tfm.config import load_config, to_yaml
+from tfm.data.tokenizer import train_tokenizer
+from tfm.errors import UsageError
+from tfm.run import save_model
+from tfm.transformer import MultiHeadAttention, build_model, greedy_decode
+from tfm.visual import curves, positional
+from tfm.visual.attention import sentence_attention
+from tfm.visual.attention_plot import attention_layout
+from tfm.visual.figure import DPI
+
+SRC = ["the dog sees the cat .", "a man walks home .", "the small cat sleeps ."]
+TGT = ["der Hund sieht die Katze .", "ein Mann geht nach Hause .", "die kleine Katze schläft ."]
+SENTENCE = "the cat sees the dog ."
+MODEL_ARGS = dict(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
+                  dropout=0.0, max_len=64)  # fmt: skip
+DECODING = {"max_len_a": 0.5, "max_len_b": 2}  # short translations: few labels to draw
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(SRC, TGT, vocab_size=80, min_frequency=1)
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    torch.manual_seed(0)
+    sizes = dict(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size)
+    return build_model(**sizes, **MODEL_ARGS).eval()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tokenizer, model):
+    """A run directory as training leaves it: tokenizer, best.pt, config.yaml, metrics.jsonl."""
+    root = tmp_path_factory.mktemp("run")
+    tokenizer.save(root)
+    sizes = dict(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size)
+    save_model(root / "best.pt", model, {**sizes, **MODEL_ARGS}, step=0,
+               tokenizer_fingerprint=tokenizer.fingerprint())  # fmt: skip
+    sets = [f"decoding.{key}={value}" for key, value in DECODING.items()]
+    (root / "config.yaml").write_text(to_yaml(load_config(None, sets)), encoding="utf-8")
+    lines = [f'{{"step": {s}, "train_loss": {5 - s / 100}, "lr": {s * 1e-5}}}' for s in (50, 100)]
+    lines.append('{"step": 100, "val_loss": 4.5, "val_bleu": 1.5, "val_chrf": 10.0}')
+    (root / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def png_size(path) -> tuple[int, int]:
+    pixels = matplotlib.image.imread(path)  # decodes the whole file: a truncated PNG fails
+    return pixels.shape[1], pixels.shape[0]
+
+
+# --- the weights -----------------------------------------------------------------------------
+
+
+def fast_path_attention_outputs(model, src, tgt):
+    """Run the model's normal (fused-kernel) forward pass, recording per attention module the
+    projected q/k/v of self-attention and the concatenated heads that go into W^O."""
+    seen = {}
+
+    def record(name, what):
+        def hook(module, args, output):
+            seen[(name, what)] = args[0] if what == "heads" else output
+
+        return hook
+
+    hooks = []
+    for name, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention):
+            hooks.append(module.w_o.register_forward_hook(record(name, "heads")))
+            hooks.append(module.w_qkv.register_forward_hook(record(name, "qkv")))
+    with torch.no_grad():
+        model(src, tgt)
+        memory = model.encode(src)
+    for hook in hooks:
+        hook.remove()
+    return seen, memory
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
+def test_plotted_weights_reproduce_the_fast_paths_attention_output(model, tokenizer, kind):
+    view = sentence_attention(model, tokenizer, SENTENCE, kind=kind)
+    src, tgt = torch.tensor([view.src_ids]), torch.tensor([view.tgt_ids])
+    seen, memory = fast_path_attention_outputs(model, src, tgt)
+    module = {"encoder": "encoder.layers.{}.self_attention",
+              "decoder": "decoder.layers.{}.self_attention",
+              "cross": "decoder.layers.{}.cross_attention"}[kind]  # fmt: skip
+    H, D = view.n_heads, MODEL_ARGS["d_model"]
+    for layer in range(view.n_layers):
+        name = module.format(layer)
+        if kind == "cross":
+            mha = model.get_submodule(name)
+            values = F.linear(memory, mha.w_qkv.weight[2 * D :], mha.w_qkv.bias[2 * D :])
+        else:
+            values = seen[(name, "qkv")][..., 2 * D :]  # (1, T, D)
+        values = values.view(1, -1, H, D // H).transpose(1, 2)  # (1, H, Tk, K)
+        heads = (view.weights[layer : layer + 1] @ values).transpose(1, 2).reshape(1, -1, D)
+        torch.testing.assert_close(heads, seen[(name, "heads")], atol=1e-5, rtol=1e-4)
+
+
+def test_cross_attention_equals_the_cached_decoders(model, tokenizer):
+    view = sentence_attention(model, tokenizer, SENTENCE, kind="cross")
+    result = greedy_decode(model, torch.tensor([view.src_ids]), return_attention=True)
+    cached = result.cross_attention[0]  # (L, H, T_out, S)
+    torch.testing.assert_close(view.weights[:, :, : cached.size(2)], cached, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
+def test_rows_sum_to_one_and_axes_match_the_tokens(model, tokenizer, kind):
+    view = sentence_attention(model, tokenizer, SENTENCE, kind=kind)
+    L, H, Tq, Tk = view.weights.shape
+    assert (L, H) == (2, 4)
+    assert (Tq, Tk) == (len(view.query_tokens), len(view.key_tokens))
+    torch.testing.assert_close(view.weights.sum(-1), torch.ones(L, H, Tq))
+    if kind != "decoder":
+        assert view.key_tokens == tokenizer.src_pieces(view.src_ids)
+        assert view.key_tokens[-1] == "</s>"
+    else:
+        assert view.query_tokens[0] == view.key_tokens[0] == "<s>"
+
+
+def test_decoder_self_attention_is_zero_above_the_diagonal(model, tokenizer):
+    weights = sentence_attention(model, tokenizer, SENTENCE, kind="decoder").weights
+    T = weights.size(-1)
+    above = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    assert T > 2 and bool((weights[..., above] == 0).all())
+    assert bool((weights[..., ~above] > 0).all())
+
+
+def test_layout_grid_and_layer_head_choice(model, tokenizer):
+    view = sentence_attention(model, tokenizer, SENTENCE, kind="cross")
+    everything = attention_layout(view)
+    assert (everything.rows, everything.cols, len(everything.panels)) == (2, 4, 8)
+    one_layer = attention_layout(view, layer=2)
+    assert one_layer.panels == [(1, 0), (1, 1), (1, 2), (1, 3)]
+    assert attention_layout(view, layer=1, head=3).panels == [(0, 2)]
+    with pytest.raises(UsageError, match=r"--head 5: the model has 4; choose 1 to 4"):
+        attention_layout(view, head=5)
+
+
+# --- the commands ----------------------------------------------------------------------------
+
+
+def test_attention_command_writes_a_png_of_the_grid_size(model, tokenizer, run_dir, tmp_path):
+    out = tmp_path / "cross.png"
+    result = invoke("attention", SENTENCE, "--run", run_dir, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(out)
+    view = sentence_attention(model, tokenizer, SENTENCE, kind="cross", **DECODING)
+    layout = attention_layout(view)
+    assert png_size(out) == (round(layout.width_in * DPI), round(layout.height_in * DPI))
+
+
+def test_attention_command_decoder_view_as_svg(run_dir, tmp_path):
+    out = tmp_path / "decoder.svg"
+    result = invoke("attention", SENTENCE, "--run", run_dir, "--out", out, "--kind", "decoder",
+                    "--layer", "2", "--head", "1")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    root = ET.parse(out).getroot()
+    assert root.tag.endswith("svg") and root.get("width").endswith("pt")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kind", "self"], "--kind 'self': expected one of cross, encoder, decoder"),
+        (["--layer", "3"], "--layer 3: the model has 2; choose 1 to 2"),
+        (["--out", "a.jpg"], "unknown picture format '.jpg'"),
+    ],
+)
+def test_attention_command_usage_errors(run_dir, tmp_path, args, message):
+    result = invoke("attention", SENTENCE, "--run", run_dir, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_positional_command_writes_a_png_of_the_expected_size(tmp_path):
+    out = tmp_path / "pe.png"
+    result = invoke("positional", "--d-model", 64, "--length", 30, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(out)
+    expected = (round(positional.WIDTH_IN * DPI), round(positional.HEIGHT_IN * DPI))
+    assert png_size(out) == expected == (1100, 800)
+
+
+def test_positional_command_refuses_an_odd_d_model(tmp_path):
+    result = invoke("positional", "--d-model", 7, "--out", tmp_path / "pe.png")
+    assert result.exit_code == 2
+    assert "--d-model 7: expected an even number" in result.stderr
+
+
+def test_positional_curves_pick_fast_to_slow_sine_dimensions():
+    assert positional.curve_dimensions(512) == [0, 32, 64, 128]
+    assert positional.wavelength(0, 512) == pytest.approx(2 * torch.pi)
+    assert positional.wavelength(511, 512) == pytest.approx(2 * torch.pi * 10000 ** (510 / 512))
+
+
+def test_plot_command_writes_the_curves_into_the_run(run_dir):
+    result = invoke("plot", "--run", run_dir)
+    assert result.exit_code == 0, result.output
+    out = run_dir / curves.FILE_NAME
+    assert result.stdout.strip() == str(out)
+    assert png_size(out) == (1000, 900)
+
+
+def test_plot_command_without_metrics_is_a_usage_error(tmp_path):
+    result = invoke("plot", "--run", tmp_path)
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'metrics.jsonl'} does not exist" in result.stderr
