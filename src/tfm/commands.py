@@ -38,7 +38,9 @@ def evaluate_run(
                 f"{src} has {len(src_text)} lines but {ref} has {len(ref_text)}; "
                 "they must be aligned line by line"
             )
-        report = LoadReport(split="files", origin=f"{src}, {ref}", read=len(src_text))
+        report = LoadReport(
+            split="files", origin=f"{src}, {ref}", read=len(src_text), kept=len(src_text)
+        )
         data = encode_split("files", src_text, ref_text, report, tokenizer)
         name = f"{src}"
     else:

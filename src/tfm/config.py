@@ -68,9 +68,9 @@ class SourceConfig(StrictModel):
 
 
 class ToyConfig(StrictModel):
-    n_train: int = Field(20_000, ge=1)
-    n_validation: int = Field(1_000, ge=1)
-    n_test: int = Field(1_000, ge=1)
+    n_train: int = Field(20_000, ge=1, le=1_000_000)
+    n_validation: int = Field(1_000, ge=1, le=100_000)
+    n_test: int = Field(1_000, ge=1, le=100_000)
     seed: int = 0
 
 

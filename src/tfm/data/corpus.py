@@ -199,7 +199,10 @@ def _read_toy(toy: ToyConfig, *, split: str, src_lang: str, tgt_lang: str) -> Pa
             f"the toy corpus is English–German, but src_lang/tgt_lang are "
             f"'{src_lang}'/'{tgt_lang}'; use en and de, or another data format"
         )
-    corpus = _toy_corpus(toy.n_train, toy.n_validation, toy.n_test, toy.seed)
+    try:
+        corpus = _toy_corpus(toy.n_train, toy.n_validation, toy.n_test, toy.seed)
+    except ValueError as exc:  # sizes the grammar cannot reach
+        raise DataError(f"data.toy: {exc}") from None
     if split not in corpus:
         raise DataError(f"the toy corpus has splits {', '.join(corpus)}, not '{split}'")
     english, german = zip(*corpus[split], strict=True) if corpus[split] else ((), ())

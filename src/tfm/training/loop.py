@@ -97,7 +97,7 @@ def _run(session: Session, bar: tqdm, stop: StopFlag) -> str:
                 event = {
                     "step": p.step,
                     "epoch": p.epoch,
-                    "train_loss": round(window_loss / window_steps, 5),
+                    "train_loss": window_loss / window_steps,
                     "lr": session.optimizer.param_groups[0]["lr"],
                     "tokens_per_s": round(window_tokens / elapsed, 1),
                 }

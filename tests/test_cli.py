@@ -1,0 +1,160 @@
+"""The tfm command as scripts use it: outputs, exit codes and one-line errors.
+
+One tiny model is trained once for the module (about half a minute on a CPU) and shared by the
+eval and translate tests; the error tests need no model.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tfm.cli import app
+
+TINY = """\
+run_dir: runs/tiny
+data:
+  toy: {n_train: 3000, n_validation: 60, n_test: 60, seed: 3}
+tokenizer: {vocab_size: 400}
+model: {d_model: 64, n_heads: 4, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 128, dropout: 0.0}
+train: {max_steps: 400, validate_every: 200, log_every: 50, lr: 5e-3, warmup_steps: 50,
+        max_tokens: 2500}
+decoding: {max_len_b: 5}
+"""
+
+
+def invoke(*args: str, input: str | None = None):
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A directory with a config and, after `trained`, the run trained from it."""
+    path = tmp_path_factory.mktemp("cli")
+    (path / "tiny.yaml").write_text(TINY, encoding="utf-8")
+    old = Path.cwd()
+    os.chdir(path)
+    yield path
+    os.chdir(old)
+
+
+@pytest.fixture(scope="module")
+def trained(workdir):
+    result = invoke("train", "--config", "tiny.yaml", "--no-progress")
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_train_prints_the_run_dir_and_leaves_everything_needed(trained, workdir):
+    assert trained.stdout.strip() == "runs/tiny"
+    run = workdir / "runs" / "tiny"
+    for name in ("config.yaml", "tokenizer.json", "best.pt", "last.pt", "metrics.jsonl"):
+        assert (run / name).is_file(), name
+    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train_events = [e for e in events if "train_loss" in e]
+    val_events = [e for e in events if "val_loss" in e]
+    assert [e["step"] for e in train_events] == list(range(50, 401, 50))
+    assert [e["step"] for e in val_events] == [200, 400]
+    assert all({"lr", "tokens_per_s"} <= e.keys() for e in train_events)
+    assert all({"val_bleu", "val_chrf"} <= e.keys() for e in val_events)
+    assert train_events[-1]["train_loss"] < train_events[0]["train_loss"] - 1.0
+
+
+def test_eval_json_is_one_object_and_the_model_learned(trained):
+    result = invoke("eval", "--json", "--split", "train")
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)
+    assert {"bleu", "bleu_signature", "bleu_lowercase", "chrf", "loss", "perplexity"} <= set(scores)
+    assert scores["split"] == "train" and scores["sentences"] == 3000
+    assert scores["bleu_signature"].startswith("nrefs:1|case:mixed")
+    # An untrained model of this size scores near 0 BLEU; a learned one far above it.
+    assert scores["bleu"] > 15, scores
+
+
+def test_eval_writes_hypotheses_in_input_order(trained, workdir):
+    src = workdir / "src.txt"
+    ref = workdir / "ref.txt"
+    src.write_text("i see the dog\nthe big dog sees the small cat\n", encoding="utf-8")
+    ref.write_text("Ich sehe den Hund\nDer große Hund sieht die kleine Katze\n", encoding="utf-8")
+    out = workdir / "hyp.txt"
+    result = invoke("eval", "--src", str(src), "--ref", str(ref), "--output", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    hyps = out.read_text(encoding="utf-8").split("\n")
+    assert len(hyps) == 3 and hyps[2] == ""
+    single = invoke("translate", "the big dog sees the small cat").stdout.strip()
+    assert hyps[1] == single
+
+
+def test_translate_prints_one_line_per_sentence(trained):
+    result = invoke("translate", "i see the dog", "the big dog sees the small cat")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.split("\n")
+    assert len(lines) == 3 and lines[2] == "" and all(lines[:2])
+
+
+def test_translate_stdin_keeps_empty_lines_and_order(trained):
+    text = "i see the dog\n\nthe big dog sees the small cat\n"
+    result = invoke("translate", input=text)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.split("\n")[:-1]
+    assert len(lines) == 3 and lines[1] == ""
+    separately = [invoke("translate", s).stdout.strip() for s in ("i see the dog",)]
+    assert lines[0] == separately[0]
+
+
+def test_existing_run_dir_needs_resume_or_overwrite(trained):
+    result = invoke("train", "--config", "tiny.yaml", "--no-progress")
+    assert result.exit_code == 2
+    assert "already exists; use --resume" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def one_line_error(result, code: int, *fragments: str) -> None:
+    assert result.exit_code == code, result.output
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("tfm: error: ")]
+    assert len(errors) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+
+
+def test_translate_before_any_training_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_line_error(invoke("translate", "hello"), 2, "tfm train")
+    one_line_error(invoke("eval", "--run", "nowhere"), 2, "nowhere", "does not exist")
+
+
+def test_config_errors_exit_2_naming_the_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  max_step: 3\n", encoding="utf-8")
+    one_line_error(invoke("train", "--config", str(bad)), 2, "did you mean 'max_steps'")
+    one_line_error(invoke("train", "--config", str(tmp_path / "no.yaml")), 2, "does not exist")
+    result = invoke("train", "--config", str(bad), "--set", "train.max_steps=x")
+    assert result.exit_code == 2 and "train.max_steps" in result.stderr
+
+
+def test_missing_data_file_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("data:\n  train: {format: text, path: nothere/train}\n", encoding="utf-8")
+    result = invoke("train", "--config", str(cfg), "--no-progress")
+    one_line_error(result, 2, "nothere/train")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_asking_for_cuda_without_one_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("train: {max_steps: 1}\n", encoding="utf-8")
+    one_line_error(invoke("train", "--config", str(cfg), "--device", "cuda"), 2, "cuda")
+
+
+def test_usage_mistakes_exit_2(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_line_error(invoke("eval", "--src", "a.txt"), 2, "--src and --ref go together")
+    assert invoke("train").exit_code == 2  # --config is required (Typer's own usage error)
+    one_line_error(invoke("translate", "--file", "missing.txt", "--run", "."), 2, "missing.txt")

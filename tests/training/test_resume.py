@@ -1,0 +1,138 @@
+"""Exact resume: k steps, stop, resume to N equals N steps in one go, bit for bit, on CPU.
+
+And the comparison can fail: leaving out any one piece of the saved state breaks it.
+"""
+
+import json
+
+import pytest
+import torch
+
+from tfm.checkpoint import load_checkpoint
+from tfm.config import load_config
+from tfm.data.batching import TokenBatchSampler
+from tfm.data.pipeline import prepare_splits
+from tfm.errors import UsageError
+from tfm.training import session as session_module
+from tfm.training import train
+
+N_STEPS = 10
+
+
+def tiny_config(run_dir, **train):
+    sets = [
+        f"run_dir={run_dir}",
+        "data.toy.n_train=240",
+        "data.toy.n_validation=8",
+        "data.toy.n_test=8",
+        "tokenizer.vocab_size=200",
+        "model.d_model=32",
+        "model.n_heads=2",
+        "model.n_encoder_layers=1",
+        "model.n_decoder_layers=1",
+        "model.d_ff=64",
+        "model.dropout=0.2",  # so that the RNG state matters
+        "train.max_tokens=1000",
+        "train.log_every=1",
+        "train.validate_every=1000",
+        "train.warmup_steps=4",
+        "train.lr=3e-3",
+        "decoding.max_len_b=3",
+    ]
+    sets += [f"train.{key}={value}" for key, value in train.items()]
+    return load_config(None, sets)
+
+
+def losses(run_dir) -> list[tuple[int, float]]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [(e["step"], e["train_loss"]) for e in map(json.loads, lines) if "train_loss" in e]
+
+
+def weights(run_dir) -> dict:
+    return load_checkpoint(run_dir / "last.pt")["model"]
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def batches_per_epoch(tmp_path_factory):
+    config = tiny_config(tmp_path_factory.mktemp("probe") / "run")
+    splits, _ = prepare_splits(config.data, config.tokenizer, ("train",))
+    src = [len(s) for s in splits["train"].src]
+    tgt = [len(t) for t in splits["train"].tgt]
+    return len(TokenBatchSampler(src, tgt, max_tokens=1000, seed=0).epoch(0))
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, batches_per_epoch):
+    assert batches_per_epoch < N_STEPS, "the runs must cross an epoch boundary"
+    run = tmp_path_factory.mktemp("straight") / "run"
+    train(tiny_config(run, max_steps=N_STEPS), progress_bar=False)
+    return losses(run), weights(run)
+
+
+def stop_and_resume(run, k: int) -> None:
+    train(tiny_config(run, max_steps=k), progress_bar=False)
+    train(tiny_config(run, max_steps=N_STEPS), resume=True, progress_bar=False)
+
+
+@pytest.mark.parametrize("where", ["mid_epoch", "epoch_boundary"])
+def test_resume_is_bit_identical(tmp_path, straight, batches_per_epoch, where):
+    k = batches_per_epoch // 2 if where == "mid_epoch" else batches_per_epoch
+    stop_and_resume(tmp_path / "run", k)
+    assert losses(tmp_path / "run") == straight[0]
+    assert len(straight[0]) == N_STEPS
+    assert same_weights(weights(tmp_path / "run"), straight[1])
+
+
+def restore_without(piece: str):
+    """A _restore that forgets one piece of the training state."""
+    original = session_module._restore
+
+    def forgetful(session, checkpoint):
+        state = checkpoint.state
+        fresh_model = {k: v.clone() for k, v in session.model.state_dict().items()}
+        fresh_optimizer = session.optimizer.state_dict()
+        rng = torch.get_rng_state()
+        original(session, checkpoint)
+        if piece == "model":
+            session.model.load_state_dict(fresh_model)
+        elif piece == "optimizer":
+            session.optimizer.load_state_dict(fresh_optimizer)
+        elif piece == "rng":
+            torch.set_rng_state(rng)
+        elif piece == "position":
+            session.progress.position = 0
+        elif piece == "step":  # the LR schedule is a function of the step
+            session.progress.step = 0
+        assert state is checkpoint.state
+
+    return forgetful
+
+
+@pytest.mark.parametrize("piece", ["model", "optimizer", "rng", "position", "step"])
+def test_leaving_out_any_piece_breaks_the_comparison(tmp_path, monkeypatch, straight, piece):
+    monkeypatch.setattr(session_module, "_restore", restore_without(piece))
+    run = tmp_path / "run"
+    stop_and_resume(run, 3)
+    resumed = losses(run)
+    assert [loss for _, loss in resumed] != [loss for _, loss in straight[0]] or not same_weights(
+        weights(run), straight[1]
+    )
+
+
+def test_resume_refuses_a_changed_model(tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(run, max_steps=2), progress_bar=False)
+    changed = tiny_config(run, max_steps=4).model_copy(deep=True)
+    changed.model.d_ff = 96
+    changed.train.seed = 5
+    with pytest.raises(UsageError, match=r"model\.d_ff, train\.seed differ"):
+        train(changed, resume=True, progress_bar=False)
+
+
+def test_resume_without_a_checkpoint_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="no complete checkpoint"):
+        train(tiny_config(tmp_path / "run", max_steps=2), resume=True, progress_bar=False)
