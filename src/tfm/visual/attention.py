@@ -77,7 +77,10 @@ def sentence_attention(
         raise UsageError("the sentence is empty; give the text to translate")
     model.eval()
     device = next(model.parameters()).device
-    src = tokenizer.encode_src([sentence.strip()])[0][: model.max_len - 1] + [EOS_ID]
+    pieces = tokenizer.encode_src([sentence.strip()])[0]
+    if len(pieces) >= model.max_len:
+        log.warning("the sentence has %d tokens; cut to the model's %d", len(pieces), model.max_len)
+    src = pieces[: model.max_len - 1] + [EOS_ID]
     src_ids = torch.tensor([src], device=device)  # (1, S)
     result = greedy_decode(
         model, src_ids, bos_id=BOS_ID, eos_id=EOS_ID, max_len_a=max_len_a, max_len_b=max_len_b
