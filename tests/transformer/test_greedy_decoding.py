@@ -125,3 +125,18 @@ def test_greedy_decode_returns_plain_ints_and_no_attention_by_default():
 def test_negative_length_slope_is_rejected_with_value():
     with pytest.raises(ValueError, match=r"max_len_a=-1"):
         greedy_decode(lively_model(), padded_batch([3], vocab_size=V), max_len_a=-1)
+
+
+def test_decode_steps_match_the_full_decoder_also_when_the_cache_grows():
+    model = lively_model()
+    src = padded_batch([5, 3], vocab_size=V)
+    tgt = padded_batch([7, 7], vocab_size=V, seed=1)
+    memory = model.encode(src)
+    full = model.decode(tgt, memory, src)  # (B, T, V)
+    cache = model.start_cache(memory, src, capacity=2)  # too small: must grow on the way
+    step = model.decode_step(tgt[:, :3], cache)  # several positions at once, then one by one
+    torch.testing.assert_close(step.logits, full[:, 2], atol=1e-5, rtol=1e-5)
+    for t in range(3, 7):
+        step = model.decode_step(tgt[:, t : t + 1], step.cache)
+        torch.testing.assert_close(step.logits, full[:, t], atol=1e-5, rtol=1e-5)
+    assert step.cache.length == 7

@@ -13,7 +13,12 @@ Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), laye
 model (§3), decoding (search).
 """
 
-from tfm.transformer.attention import KeyValue, MultiHeadAttention, scaled_dot_product_attention
+from tfm.transformer.attention import (
+    KeyValue,
+    KeyValueCache,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
 from tfm.transformer.decoding import DecodeResult, greedy_decode, greedy_decode_uncached
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
 from tfm.transformer.feed_forward import PositionwiseFeedForward
@@ -28,6 +33,7 @@ __all__ = [
     "Encoder",
     "EncoderLayer",
     "KeyValue",
+    "KeyValueCache",
     "MultiHeadAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",

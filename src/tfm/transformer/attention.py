@@ -10,6 +10,7 @@ source made entirely of padding.
 """
 
 import math
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -18,10 +19,62 @@ from torch import Tensor, nn
 
 
 class KeyValue(NamedTuple):
-    """Keys and values of one attention sublayer, split into heads; what a decoding cache holds."""
+    """Keys and values of one attention sublayer, split into heads."""
 
     keys: Tensor  # (B, H, Tk, K)
     values: Tensor  # (B, H, Tk, K)
+
+
+@dataclass(frozen=True)
+class KeyValueCache:
+    """Self-attention keys and values of the positions decoded so far, for inference.
+
+    They live in buffers with room for `capacity` positions, so that a decoding step writes one
+    position instead of copying the whole history (and allocating a new tensor) each time.
+    `append` returns a new cache that shares the buffers: the old one still reads its own
+    `length` positions correctly, but must not be appended to again; `select` copies, and is the
+    way to branch (beam search).
+    """
+
+    buffers: KeyValue  # (B, H, capacity, K) each
+    length: int
+
+    @staticmethod
+    def empty(like: Tensor, *, batch: int, n_heads: int, capacity: int) -> "KeyValueCache":
+        """An empty cache with the dtype and device of `like` (..., K)."""
+        shape = (batch, n_heads, capacity, like.size(-1))
+        return KeyValueCache(KeyValue(like.new_empty(shape), like.new_empty(shape)), 0)
+
+    @property
+    def capacity(self) -> int:
+        return self.buffers.keys.size(2)
+
+    def keys_values(self) -> KeyValue:
+        """The cached positions, as views: (B, H, length, K) each."""
+        keys, values = self.buffers
+        return KeyValue(keys[:, :, : self.length], values[:, :, : self.length])
+
+    def append(self, keys: Tensor, values: Tensor) -> "KeyValueCache":
+        """Add keys and values (B, H, T, K) of T new positions; the buffers double when full."""
+        end = self.length + keys.size(2)
+        buffers = self.buffers
+        if end > self.capacity:
+            grown = KeyValueCache.empty(
+                keys, batch=keys.size(0), n_heads=keys.size(1), capacity=max(end, 2 * self.capacity)
+            )
+            for old, new in zip(self.keys_values(), grown.buffers, strict=True):
+                new[:, :, : self.length] = old
+            buffers = grown.buffers
+        buffers.keys[:, :, self.length : end] = keys
+        buffers.values[:, :, self.length : end] = values
+        return KeyValueCache(buffers, end)
+
+    def select(self, index: Tensor) -> "KeyValueCache":
+        """Keep the rows `index` (N,) long, in that order (a copy)."""
+        keys, values = self.buffers
+        return KeyValueCache(
+            KeyValue(keys.index_select(0, index), values.index_select(0, index)), self.length
+        )
 
 
 def causal_mask(query_len: int, key_len: int, *, device: torch.device | None = None) -> Tensor:
@@ -134,21 +187,21 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
-        past: KeyValue | None = None,
-    ) -> tuple[Tensor, Tensor | None, KeyValue]:
-        """Self-attention of x (B, T, D). With `past` (keys and values of earlier positions), the
-        new keys and values are appended to it and the queries attend to all of them. Returns the
-        output (B, T, D), the weights or None, and all keys and values so far (the next cache)."""
+        cache: KeyValueCache | None = None,
+    ) -> tuple[Tensor, Tensor | None, KeyValueCache | None]:
+        """Self-attention of x (B, T, D). With a `cache` of earlier positions, the new keys and
+        values are appended to it and the queries attend to all of them. Returns the output
+        (B, T, D), the weights or None, and the extended cache (None without one)."""
         B, T, _ = x.shape
         qkv = self.w_qkv(x).view(B, T, 3, self.n_heads, -1)  # (B, T, 3, H, K)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, K)
-        if past is not None:
-            key = torch.cat([past.keys, key], dim=2)  # (B, H, t + T, K)
-            value = torch.cat([past.values, value], dim=2)  # (B, H, t + T, K)
+        if cache is not None:
+            cache = cache.append(key, value)
+            key, value = cache.keys_values()  # (B, H, t + T, K)
             # One new query sees every cached key: no mask needed.
             is_causal = is_causal and T > 1
         out, weights = self._attend(query, key, value, mask, is_causal, need_weights)
-        return out, weights, KeyValue(key, value)
+        return out, weights, cache
 
     def project_context(self, context: Tensor) -> KeyValue:
         """Keys and values for cross-attention from context (B, Tk, D); decoding computes these

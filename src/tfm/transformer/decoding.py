@@ -92,7 +92,8 @@ def _greedy(
     B = src_ids.size(0)
     src_real = src_ids != model.pad_id  # (B, S)
     memory = model.encode(src_ids)  # (B, S, D)
-    cache = model.start_cache(memory, src_ids) if use_cache else None
+    capacity = int(limits.max())
+    cache = model.start_cache(memory, src_ids, capacity=capacity) if use_cache else None
     active = torch.arange(B, device=src_ids.device)  # original index of each unfinished sentence
     prefix = src_ids.new_full((B, 1), bos_id)  # (B, 1 + t)
     tokens: list[list[int]] = [[] for _ in range(B)]

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from torch import Tensor, nn
 
-from tfm.transformer.attention import KeyValue, MultiHeadAttention
+from tfm.transformer.attention import KeyValue, KeyValueCache, MultiHeadAttention
 from tfm.transformer.feed_forward import PositionwiseFeedForward
 
 NORM_POSITIONS = ("post", "pre")
@@ -116,17 +116,17 @@ class DecoderLayer(nn.Module):
         memory: KeyValue,
         *,
         memory_mask: Tensor | None = None,
-        past: KeyValue | None = None,
+        cache: KeyValueCache | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None, Tensor | None, KeyValue]:
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, KeyValueCache | None]:
         """x (B, T, D); memory: this layer's cross-attention keys and values (B, H, S, K);
-        memory_mask (B, 1, 1, S) or None; past: cached self-attention keys and values of earlier
-        positions. Returns x (B, T, D), self-attention weights (B, H, T, t + T), cross-attention
-        weights (B, H, T, S) (both None unless `need_weights`) and the self-attention keys and
-        values so far."""
+        memory_mask (B, 1, 1, S) or None; cache: self-attention keys and values of earlier
+        positions, when decoding step by step. Returns x (B, T, D), self-attention weights
+        (B, H, T, t + T), cross-attention weights (B, H, T, S) (both None unless `need_weights`)
+        and the extended cache (None without one)."""
         residual = self.self_attention_residual
-        attended, self_weights, keys_values = self.self_attention.self_attention(
-            residual.sublayer_input(x), is_causal=True, need_weights=need_weights, past=past
+        attended, self_weights, cache = self.self_attention.self_attention(
+            residual.sublayer_input(x), is_causal=True, need_weights=need_weights, cache=cache
         )
         x = residual.combine(x, attended)
         residual = self.cross_attention_residual
@@ -136,7 +136,7 @@ class DecoderLayer(nn.Module):
         x = residual.combine(x, attended)
         residual = self.feed_forward_residual
         x = residual.combine(x, self.feed_forward(residual.sublayer_input(x)))
-        return x, self_weights, cross_weights, keys_values
+        return x, self_weights, cross_weights, cache
 
 
 class Encoder(nn.Module):
@@ -182,29 +182,24 @@ class Encoder(nn.Module):
 class DecoderCache:
     """What incremental decoding keeps between steps: per layer, the self-attention keys and
     values of the positions decoded so far and the cross-attention keys and values of the memory
-    (computed once), plus the memory padding mask. Immutable: each step returns a new one."""
+    (computed once), plus the memory padding mask. Each step returns a new one (see
+    `KeyValueCache` for what may be done with an old one)."""
 
-    self_attention: list[KeyValue]  # per layer (B, H, t, K)
+    self_attention: list[KeyValueCache]  # per layer (B, H, t, K)
     cross_attention: list[KeyValue]  # per layer (B, H, S, K)
     memory_mask: Tensor | None  # (B, 1, 1, S)
 
     @property
     def length(self) -> int:
         """t, the number of target positions already in the cache."""
-        return self.self_attention[0].keys.size(2)
+        return self.self_attention[0].length
 
     def select(self, index: Tensor) -> "DecoderCache":
         """Keep the sentences (or beams) `index` (N,) long, in that order."""
-
-        def pick(kv: KeyValue) -> KeyValue:
-            return KeyValue(kv.keys.index_select(0, index), kv.values.index_select(0, index))
-
+        cross = [KeyValue(k.index_select(0, index), v.index_select(0, index))
+                 for k, v in self.cross_attention]  # fmt: skip
         mask = None if self.memory_mask is None else self.memory_mask.index_select(0, index)
-        return DecoderCache(
-            [pick(kv) for kv in self.self_attention],
-            [pick(kv) for kv in self.cross_attention],
-            mask,
-        )
+        return DecoderCache([kv.select(index) for kv in self.self_attention], cross, mask)
 
 
 class DecoderOutput(NamedTuple):
@@ -239,13 +234,19 @@ class Decoder(nn.Module):
         )
         self.final_norm = nn.LayerNorm(d_model) if norm_position == "pre" else None
 
-    def start_cache(self, memory: Tensor, memory_mask: Tensor | None) -> DecoderCache:
-        """An empty cache for decoding against memory (B, S, D)."""
+    def start_cache(
+        self, memory: Tensor, memory_mask: Tensor | None, *, capacity: int = 64
+    ) -> DecoderCache:
+        """An empty cache for decoding against memory (B, S, D), with room for `capacity`
+        target positions before it has to grow."""
         first = self.layers[0].self_attention
         B, _, D = memory.shape
-        empty = memory.new_empty(B, first.n_heads, 0, D // first.n_heads)  # (B, H, 0, K)
+        like = memory.new_empty(D // first.n_heads)  # (K,)
         return DecoderCache(
-            [KeyValue(empty, empty) for _ in self.layers],
+            [
+                KeyValueCache.empty(like, batch=B, n_heads=first.n_heads, capacity=capacity)
+                for _ in self.layers
+            ],
             [layer.cross_attention.project_context(memory) for layer in self.layers],
             memory_mask,
         )
@@ -265,23 +266,23 @@ class Decoder(nn.Module):
             if memory is None:
                 raise ValueError("Decoder needs memory when no cache is given")
             cross = [layer.cross_attention.project_context(memory) for layer in self.layers]
-            pasts: list[KeyValue | None] = [None] * len(self.layers)
+            caches: list[KeyValueCache | None] = [None] * len(self.layers)
         else:
-            cross, pasts, memory_mask = (
+            cross, caches, memory_mask = (
                 cache.cross_attention,
                 cache.self_attention,
                 cache.memory_mask,
             )
-        self_weights, cross_weights, keys_values = [], [], []
-        for layer, memory_kv, past in zip(self.layers, cross, pasts, strict=True):
-            x, self_w, cross_w, kv = layer(
-                x, memory_kv, memory_mask=memory_mask, past=past, need_weights=need_weights
+        self_weights, cross_weights, new_caches = [], [], []
+        for layer, memory_kv, layer_cache in zip(self.layers, cross, caches, strict=True):
+            x, self_w, cross_w, layer_cache = layer(
+                x, memory_kv, memory_mask=memory_mask, cache=layer_cache, need_weights=need_weights
             )
-            keys_values.append(kv)
+            new_caches.append(layer_cache)
             if need_weights:
                 self_weights.append(self_w)
                 cross_weights.append(cross_w)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        next_cache = None if cache is None else DecoderCache(keys_values, cross, memory_mask)
+        next_cache = None if cache is None else DecoderCache(new_caches, cross, memory_mask)
         return DecoderOutput(x, self_weights, cross_weights, next_cache)

@@ -128,10 +128,11 @@ class Transformer(nn.Module):
         """src_ids (B, S) long, tgt_ids (B, T) long (shifted right) -> logits (B, T, V)."""
         return self.decode(tgt_ids, self.encode(src_ids), src_ids)
 
-    def start_cache(self, memory: Tensor, src_ids: Tensor) -> DecoderCache:
-        """An empty decoding cache for memory (B, S, D) of src_ids (B, S); the cross-attention
-        keys and values are computed here, once."""
-        return self.decoder.start_cache(memory, self.source_mask(src_ids))
+    def start_cache(self, memory: Tensor, src_ids: Tensor, *, capacity: int = 64) -> DecoderCache:
+        """An empty decoding cache for memory (B, S, D) of src_ids (B, S), with room for
+        `capacity` target positions before it grows; the cross-attention keys and values are
+        computed here, once."""
+        return self.decoder.start_cache(memory, self.source_mask(src_ids), capacity=capacity)
 
     def decode_step(
         self, tgt_ids: Tensor, cache: DecoderCache, *, need_weights: bool = False
