@@ -1,5 +1,8 @@
 import pytest
 import torch
+from transformer_helpers import single_thread, train_copy_model
+
+from tfm.transformer import Transformer
 
 
 @pytest.fixture
@@ -15,9 +18,12 @@ def no_fast_path():
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    """These models are tiny: a second thread buys nothing, and when other processes share the
-    two cores, threads waiting on each other make small ops many times slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+    with single_thread():
+        yield
+
+
+@pytest.fixture(scope="session")
+def copy_model() -> Transformer:
+    """Trained once for all decoding tests."""
+    with single_thread():
+        return train_copy_model()

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 from torch import nn
-from transformer_reference import copy_attention, randomize
+from transformer_helpers import copy_attention, randomize
 
 from tfm.transformer import MultiHeadAttention, scaled_dot_product_attention
 from tfm.transformer.attention import causal_mask

@@ -1,59 +1,12 @@
 import pytest
 import torch
-import torch.nn.functional as F
-from transformer_reference import padded_batch
+from transformer_helpers import copy_batch, lively_model, padded_batch
 
-from tfm.transformer import Transformer, build_model, greedy_decode, greedy_decode_uncached
+from tfm.transformer import greedy_decode, greedy_decode_uncached
 from tfm.transformer.decoding import output_limits
 
 V = 16
 SOURCE_LENGTHS = [9, 3, 6, 1, 7, 4]
-
-
-def lively_model(norm_position: str = "pre", seed: int = 0) -> Transformer:
-    """A random model with larger weights, so that its greedy outputs vary with the source."""
-    torch.manual_seed(seed)
-    model = build_model(
-        src_vocab_size=V, tgt_vocab_size=V, d_model=32, n_heads=4, n_encoder_layers=2,
-        n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64, norm_position=norm_position,
-    )  # fmt: skip
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.normal_(0.0, 2.0 / parameter.shape[-1] ** 0.5)
-    return model.eval()
-
-
-def copy_batch(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sources of 1..9 content ids (4..V-1) and targets BOS + source + EOS, right-padded."""
-    lengths = torch.randint(1, 10, (n,), generator=generator).tolist()
-    src = torch.zeros(n, 9, dtype=torch.long)
-    tgt = torch.zeros(n, 11, dtype=torch.long)
-    for row, length in enumerate(lengths):
-        content = torch.randint(4, V, (length,), generator=generator)
-        src[row, :length] = content
-        tgt[row, : length + 2] = torch.cat([torch.tensor([1]), content, torch.tensor([2])])
-    return src, tgt
-
-
-@pytest.fixture(scope="module")
-def copy_model() -> Transformer:
-    """A post-norm model trained briefly to copy its source: its outputs depend on the source
-    and end with an EOS at different steps (random tiny models tend to repeat one token)."""
-    torch.manual_seed(0)
-    model = build_model(
-        src_vocab_size=V, tgt_vocab_size=V, d_model=32, n_heads=4, n_encoder_layers=1,
-        n_decoder_layers=1, d_ff=64, dropout=0.0, max_len=64,
-    )  # fmt: skip
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    generator = torch.Generator().manual_seed(0)
-    for _ in range(100):
-        src, tgt = copy_batch(32, generator)
-        logits = model(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, V), tgt[:, 1:].reshape(-1), ignore_index=0)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval()
 
 
 def test_cached_greedy_equals_rerunning_the_whole_prefix(copy_model):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 from torch import nn
-from transformer_reference import (
+from transformer_helpers import (
     causal_for_reference,
     copy_decoder_layer,
     copy_encoder_layer,

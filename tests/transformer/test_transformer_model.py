@@ -2,7 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformer_reference import (
+from transformer_helpers import (
     causal_for_reference,
     copy_decoder_layer,
     copy_encoder_layer,
