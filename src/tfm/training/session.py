@@ -30,7 +30,8 @@ from tfm.transformer import Transformer, build_model
 log = logging.getLogger(__name__)
 
 # Keys that may differ between a run and its resumption; anything else in these sections may not.
-FIXED_TRAIN_KEYS = ("seed", "max_tokens", "accumulate")
+# train.accumulate may change (the data position counts batches); `_log_new_batching` says so.
+FIXED_TRAIN_KEYS = ("seed", "max_tokens")
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Session:
     sampler: TokenBatchSampler
     store: CheckpointStore
     data_fingerprint: str
+    world_size: int = 1  # processes training together (torchrun); see training/distributed.py
     progress: Progress = field(default_factory=Progress)
     saved_step: int = -1
     validated_step: int = -1
@@ -85,6 +87,7 @@ class Session:
             "model_args": self.model_args,
             "tokenizer_fingerprint": self.tokenizer.fingerprint(),
             "data_fingerprint": self.data_fingerprint,
+            "world_size": self.world_size,
         }
 
     def save_checkpoint(self, score: float | None) -> None:
@@ -163,17 +166,24 @@ def model_args(config: Config, tokenizer: Tokenizer) -> dict:
     }
 
 
-def open_session(config: Config, *, resume: bool, overwrite: bool) -> Session:
-    """Prepare the run directory, data, model and optimizer; restore them when resuming."""
+def open_session(
+    config: Config, *, resume: bool, overwrite: bool, rank: int = 0, world_size: int = 1
+) -> Session:
+    """Prepare the run directory, data, model and optimizer; restore them when resuming.
+
+    Under torchrun, process `rank` > 0 writes nothing: it reads the run directory (tokenizer,
+    checkpoint) that process 0 has prepared before it.
+    """
     paths = RunPaths(Path(config.run_dir))
-    checkpoint = _prepare_run_dir(paths, config, resume=resume, overwrite=overwrite)
+    writer = rank == 0
+    checkpoint = _prepare_run_dir(paths, config, resume=resume, overwrite=overwrite, writer=writer)
     device = select_device(config.train.device)
     dtype = resolve_precision(config.train.precision, device)
-    tokenizer = Tokenizer.load(paths.root) if checkpoint else None
+    tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
     splits, tokenizer = prepare_splits(
         config.data, config.tokenizer, ("train", "validation"), tokenizer=tokenizer
     )
-    if not checkpoint:
+    if not checkpoint and writer:
         tokenizer.save(paths.root)
     torch.manual_seed(config.train.seed)
     args = model_args(config, tokenizer)
@@ -204,14 +214,21 @@ def open_session(config: Config, *, resume: bool, overwrite: bool) -> Session:
             mode="max",
         ),
         data_fingerprint=_fingerprint(train_split),
+        world_size=world_size,
     )
     if checkpoint:
         _restore(session, checkpoint)
-    remember_run(paths.root)
+    if writer:
+        if checkpoint:
+            atomic_write_text(to_yaml(session.config), paths.config)
+            _truncate_metrics(paths.metrics, session.progress.step)
+        remember_run(paths.root)
     return session
 
 
-def _prepare_run_dir(paths: RunPaths, config: Config, *, resume: bool, overwrite: bool):
+def _prepare_run_dir(
+    paths: RunPaths, config: Config, *, resume: bool, overwrite: bool, writer: bool = True
+):
     """Create or check the run directory; when resuming, return the checkpoint path to load."""
     root = paths.root
     exists = root.exists() and any(root.iterdir())
@@ -221,6 +238,8 @@ def _prepare_run_dir(paths: RunPaths, config: Config, *, resume: bool, overwrite
         if latest is None:
             raise UsageError(f"--resume: no complete checkpoint in {paths.checkpoints}")
         return latest
+    if not writer:
+        return None
     if exists and not overwrite:
         raise UsageError(
             f"run directory {root} already exists; use --resume to continue it "
@@ -242,10 +261,29 @@ def _restore(session: Session, checkpoint: LoadedCheckpoint) -> None:
     restore_rng_state(state["rng"])
     session.saved_step = session.validated_step = session.progress.step
     session.resumed_from = path
-    atomic_write_text(to_yaml(session.config), session.paths.config)
-    _truncate_metrics(session.paths.metrics, session.progress.step)
     log.info("resumed from %s at step %d (epoch %d, batch %d)", path, session.progress.step,
              session.progress.epoch, session.progress.position)  # fmt: skip
+    _log_new_batching(session, state)
+
+
+def _log_new_batching(session: Session, state: dict) -> None:
+    """Say how a different number of processes or train.accumulate changes the next steps."""
+    p, accumulate = session.progress, session.config.train.accumulate
+    old_world, old_accumulate = state.get("world_size", 1), state["config"]["train"]["accumulate"]
+    if old_world != session.world_size:
+        log.info(
+            "the checkpoint was written by %d process(es), this run has %d: training goes on at "
+            "batch %d of epoch %d's global batch list, now cut into %d shares a step",
+            old_world, session.world_size, p.position, p.epoch, session.world_size,
+        )  # fmt: skip
+    old, new = old_world * old_accumulate, session.world_size * accumulate
+    if old != new:
+        keep = (f"; train.accumulate={old // session.world_size} keeps it"
+                if old % session.world_size == 0 else "")  # fmt: skip
+        log.warning(
+            "each optimizer step now takes %d process(es) × %d accumulated = %d batches instead "
+            "of %d: the effective batch changes%s", session.world_size, accumulate, new, old, keep,
+        )  # fmt: skip
 
 
 def _check_consistent(session: Session, state: dict, path: Path) -> None:
