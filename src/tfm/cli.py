@@ -115,7 +115,8 @@ def train(
         log.info("done: %d steps (%s); best validation %s %s at step %s", result.steps,
                  result.stopped_because, cfg.train.early_stopping_metric, best,
                  result.best_step)  # fmt: skip
-        typer.echo(result.run_dir)
+        if result.rank == 0:  # under torchrun, one line from the whole job
+            typer.echo(result.run_dir)
         return 0
 
     _guard(body)

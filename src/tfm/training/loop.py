@@ -21,8 +21,10 @@ from tfm.data.batching import collate
 from tfm.data.tokenizer import PAD_ID
 from tfm.errors import TrainingError
 from tfm.loss import token_loss_sum
+from tfm.training.data_parallel import DataParallel
+from tfm.training.distributed import open_session_everywhere, process_group
 from tfm.training.schedule import learning_rate, peak_learning_rate
-from tfm.training.session import Session, StopFlag, open_session
+from tfm.training.session import Session, StopFlag
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ class TrainResult:
     best_score: float | None
     best_step: int | None
     interrupted_by: str | None = None
+    rank: int = 0  # this process's rank under torchrun; only rank 0 writes files
 
 
 def train(
@@ -46,24 +49,34 @@ def train(
     progress_bar: bool = True,
     stop: StopFlag | None = None,
 ) -> TrainResult:
-    """Train (or `resume`) the run described by `config`; see the module docstring."""
-    session = open_session(config, resume=resume, overwrite=overwrite)
-    stop = stop or StopFlag()
+    """Train (or `resume`) the run described by `config`; see the module docstring.
+
+    Under torchrun, this process trains one data-parallel replica (`training/distributed.py`).
+    """
+    with process_group(config) as replicas:
+        session = open_session_everywhere(replicas, config, resume=resume, overwrite=overwrite)
+        parallel = DataParallel(replicas, session, stop or StopFlag())
+        return _train(session, parallel, progress_bar=progress_bar)
+
+
+def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> TrainResult:
+    config = session.config
     bar = tqdm(
         total=config.train.max_steps,
         initial=session.progress.step,
-        disable=not progress_bar,
+        disable=not progress_bar or not parallel.is_main,
         unit="step",
         dynamic_ncols=True,
         leave=False,
         mininterval=1.0 if sys.stderr.isatty() else 30.0,  # a log file gets a line per 30 s
     )
     try:
-        reason = _run(session, bar, stop)
+        reason = _run(session, parallel, bar)
     finally:
         bar.close()
-    if session.saved_step != session.progress.step:
+    if parallel.is_main and session.saved_step != session.progress.step:
         session.save_checkpoint(score=None)
+    parallel.wait_for_main()
     p = session.progress
     return TrainResult(
         run_dir=str(session.paths.root),
@@ -72,11 +85,12 @@ def train(
         stopped_because=reason,
         best_score=p.best_score,
         best_step=p.best_step,
-        interrupted_by=stop.signal_name,
+        interrupted_by=parallel.stop.signal_name,
+        rank=parallel.replicas.rank,
     )
 
 
-def _run(session: Session, bar: tqdm, stop: StopFlag) -> str:
+def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
     t = session.config.train
     p = session.progress
     started = time.monotonic() - p.elapsed_s
@@ -84,15 +98,17 @@ def _run(session: Session, bar: tqdm, stop: StopFlag) -> str:
     while t.max_epochs is None or p.epoch < t.max_epochs:
         batches = session.sampler.epoch(p.epoch)
         while p.position < len(batches):
-            group = batches[p.position : p.position + t.accumulate]
-            loss, n_tokens = _optimizer_step(session, group)
-            p.position += len(group)
+            group, consumed = parallel.shard(batches, p.position)
+            if not group:
+                break
+            loss, n_tokens = _optimizer_step(session, parallel, group)
+            p.position += consumed
             p.elapsed_s = time.monotonic() - started
             if loss is not None:
                 window_loss, window_steps = window_loss + loss, window_steps + 1
                 window_tokens += n_tokens
             bar.update(1)
-            if p.step % t.log_every == 0 and window_steps:
+            if p.step % t.log_every == 0 and window_steps and parallel.is_main:
                 elapsed = max(time.monotonic() - window_start, 1e-9)
                 event = {
                     "step": p.step,
@@ -108,26 +124,28 @@ def _run(session: Session, bar: tqdm, stop: StopFlag) -> str:
                     tok_s=f"{event['tokens_per_s']:.0f}",
                 )
                 window_tokens, window_start, window_loss, window_steps = 0, time.monotonic(), 0, 0
-            reason = _after_step(session, stop, started)
+            reason = _after_step(session, parallel, started)
             if reason:
                 return reason
         p.epoch += 1
         p.position = 0
     if session.validated_step != p.step:
-        session.validate_and_checkpoint(stop)
+        parallel.validate()
     return "max_epochs"
 
 
-def _after_step(session: Session, stop: StopFlag, started: float) -> str | None:
+def _after_step(session: Session, parallel: DataParallel, started: float) -> str | None:
     """Validate when due; say why training ends now, or None to go on."""
     t = session.config.train
     p = session.progress
+    stop = parallel.stop
+    out_of_time = t.max_minutes is not None and (time.monotonic() - started) >= 60 * t.max_minutes
+    out_of_time = parallel.agree(out_of_time)  # every process sees what any one of them saw
     if stop.requested:
         return "interrupted"
     out_of_steps = t.max_steps is not None and p.step >= t.max_steps
-    out_of_time = t.max_minutes is not None and (time.monotonic() - started) >= 60 * t.max_minutes
     if p.step % t.validate_every == 0 or out_of_steps or out_of_time:
-        if session.validate_and_checkpoint(stop):
+        if parallel.validate():
             return "early_stopping"
         if stop.requested:
             return "interrupted"
@@ -138,33 +156,39 @@ def _after_step(session: Session, stop: StopFlag, started: float) -> str | None:
     return None
 
 
-def _optimizer_step(session: Session, group: list[list[int]]) -> tuple[float | None, int]:
-    """One update from `group` (accumulated batches); the loss is normalised by all its tokens.
+def _optimizer_step(
+    session: Session, parallel: DataParallel, group: list[list[int]]
+) -> tuple[float | None, int]:
+    """One update from `group` (accumulated batches); the loss is normalised by all its tokens,
+    on all processes under torchrun, and the loss returned and tokens counted are the step's.
 
     A non-finite loss or gradient skips the update (counted); after `train.max_nonfinite` such
     steps in a row, training stops with a TrainingError.
     """
     cfg, p, model, optimizer = session.config, session.progress, session.model, session.optimizer
     p.step += 1
+    parallel.begin_step(p.step)
     lr = learning_rate(p.step, peak=peak_learning_rate(cfg), warmup_steps=cfg.train.warmup_steps)
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
     split = session.train_split
     batches = [collate([split.src[i] for i in b], [split.tgt[i] for i in b]) for b in group]
-    n_tokens = sum(b.n_tgt_tokens for b in batches)
-    model.train()
+    n_tokens = parallel.sum(sum(b.n_tgt_tokens for b in batches))
+    parallel.module.train()
     optimizer.zero_grad(set_to_none=True)
     total = 0.0
-    for batch in batches:
-        batch = batch.to(session.device)
-        with session.autocast():
-            logits = model(batch.src, batch.tgt_in)
-        loss = token_loss_sum(
-            logits, batch.tgt_out, pad_id=PAD_ID, label_smoothing=cfg.train.label_smoothing
-        )
-        loss = loss / n_tokens
-        loss.backward()
+    for i, batch in enumerate(batches):
+        with parallel.gradient_sync(last=i == len(batches) - 1):
+            batch = batch.to(session.device)
+            with session.autocast():
+                logits = parallel.module(batch.src, batch.tgt_in)
+            loss = token_loss_sum(
+                logits, batch.tgt_out, pad_id=PAD_ID, label_smoothing=cfg.train.label_smoothing
+            )
+            loss = loss / n_tokens
+            parallel.backward(loss)
         total += float(loss.detach())
+    total = parallel.sum(total)  # the same on every process, and so is the gradient norm
     grads = [q.grad for q in model.parameters() if q.grad is not None]
     if cfg.train.clip_norm is not None:
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_norm)

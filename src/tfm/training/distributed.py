@@ -1,0 +1,146 @@
+"""Data-parallel training under `torchrun`: one process per device, DistributedDataParallel.
+
+`torchrun --nproc_per_node=N -m tfm train --config X` starts N copies of the ordinary command;
+each finds RANK, LOCAL_RANK and WORLD_SIZE in its environment, joins a process group (NCCL on
+CUDA GPUs, Gloo on CPU) and trains a replica of the model. Without torchrun (WORLD_SIZE unset
+or 1) nothing here does anything and training is exactly the single-process loop. This module
+starts the processes' run; `data_parallel.DataParallel` is what the loop asks of the others.
+
+- Sharding. An optimizer step consumes `W × accumulate` consecutive batches of the epoch's one
+  global batch list (`sampler.epoch(e)`, a pure function of seed and epoch); process r takes
+  batches r, r + W, r + 2W, … of them. `Progress.position` therefore stays an index into the
+  global list, and a checkpoint written by N processes resumes with M: the next step starts at
+  the same global batch, only cut into M shares. When fewer than W batches are left at the end
+  of an epoch, they are left out (at most W - 1 an epoch), so that every process does the same
+  number of steps.
+- Loss. Each process divides its summed token loss by the number of real target tokens of the
+  whole step, summed over all processes, and scales it by W because DDP averages gradients: the
+  update equals one process's update on the union of the step's batches, however the tokens
+  fall across processes.
+- Agreement. Collectives hang unless all processes make the same calls, so every decision that
+  ends or skips something is shared: the non-finite check reads the summed loss and the norm of
+  the already averaged gradients; a stop request (signal on any process) and the time budget are
+  combined with an all-reduce after each step, so all processes stop after the same one.
+- One writer. Process 0 prepares the run directory, writes checkpoints, metrics and the progress
+  bar, and validates alone while the others wait (at most `TIMEOUT`); it shares its early-stopping
+  decision. The others read the tokenizer and checkpoint it wrote and log warnings only.
+- Dropout. Under torchrun each process reseeds torch's generator at every step from (seed, step,
+  rank), so processes draw different masks and a resumed run draws the same ones again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from tfm.config import Config
+from tfm.errors import TfmError, UsageError
+from tfm.training.session import Session, open_session
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = timedelta(minutes=60)  # longest wait in a collective, e.g. for process 0's validation
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """Where this process stands among those torchrun started; one process by default."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    backend: str = "none"
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def device(self) -> torch.device:
+        """Where this process's collective tensors live (NCCL only reduces CUDA tensors)."""
+        if self.backend == "nccl":
+            return torch.device("cuda", self.local_rank)
+        return torch.device("cpu")
+
+
+def from_environment(environ: dict[str, str] | None = None) -> Replicas:
+    """RANK, LOCAL_RANK and WORLD_SIZE as torchrun sets them; one process when they are absent."""
+    env = os.environ if environ is None else environ
+    world_size = int(env.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return Replicas()
+    rank, local_rank = int(env["RANK"]), int(env.get("LOCAL_RANK", env["RANK"]))
+    return Replicas(rank=rank, world_size=world_size, local_rank=local_rank)
+
+
+@contextlib.contextmanager
+def process_group(config: Config) -> Iterator[Replicas]:
+    """Join torchrun's process group for the duration of a run (nothing to join without it)."""
+    replicas = from_environment()
+    if not replicas.active:
+        yield replicas
+        return
+    use_cuda = config.train.device in ("auto", "cuda") and torch.cuda.is_available()
+    if use_cuda:
+        if replicas.local_rank >= torch.cuda.device_count():
+            raise UsageError(
+                f"process with LOCAL_RANK={replicas.local_rank} has no GPU: this machine has "
+                f"{torch.cuda.device_count()}; start at most that many with --nproc_per_node"
+            )
+        torch.cuda.set_device(replicas.local_rank)  # so that device "cuda" means this one
+    elif config.train.device == "mps":
+        raise UsageError("torchrun training runs on CUDA (NCCL) or CPU (Gloo), not on mps")
+    replicas = Replicas(**{**replicas.__dict__, "backend": "nccl" if use_cuda else "gloo"})
+    dist.init_process_group(
+        replicas.backend, rank=replicas.rank, world_size=replicas.world_size, timeout=TIMEOUT
+    )
+    if not replicas.is_main:  # one voice: the others only speak up when something is wrong
+        logging.getLogger("tfm").setLevel(logging.WARNING)
+    try:
+        yield replicas
+    finally:
+        dist.destroy_process_group()
+
+
+def open_session_everywhere(
+    replicas: Replicas, config: Config, *, resume: bool, overwrite: bool
+) -> Session:
+    """Process 0 prepares the run directory (and tokenizer); then the others read it."""
+    if not replicas.active:
+        return open_session(config, resume=resume, overwrite=overwrite)
+    session, error = None, None
+    for turn in ("main", "others"):
+        if (turn == "main") == replicas.is_main:
+            try:
+                session = open_session(
+                    config,
+                    resume=resume,
+                    overwrite=overwrite,
+                    rank=replicas.rank,
+                    world_size=replicas.world_size,
+                )
+            except Exception as exc:  # shared first, so that no process waits forever
+                error = exc
+        if not _all_true(replicas, error is None):
+            if error is not None:
+                raise error
+            raise TfmError(f"another process could not open {config.run_dir}; see its error")
+    assert session is not None
+    return session
+
+
+def _all_true(replicas: Replicas, value: bool) -> bool:
+    flag = torch.tensor([int(value)], device=replicas.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
