@@ -1,0 +1,214 @@
+"""Data-parallel training under torchrun, on CPU with Gloo and 2 processes.
+
+The reference is one process with train.accumulate=2: its optimizer step takes the same two
+consecutive global batches that the two processes share, so both runs must agree (to float
+tolerance) step for step: gradients, weights, losses, after a resume and after a signal.
+"""
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tfm.checkpoint import load_checkpoint
+from tfm.config import load_config
+from tfm.training import loop, train
+from tfm.training.data_parallel import shard
+from tfm.training.distributed import from_environment
+
+pytestmark = pytest.mark.skipif(
+    not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
+    reason="needs torch.distributed with Gloo",
+)
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+WORKER = str(Path(__file__).with_name("ddp_worker.py"))
+N_STEPS = 20  # the reference run; 6 batches an epoch, so 3 steps an epoch either way
+
+
+def write_config(path: Path, run: Path, **train_keys) -> Path:
+    config = {
+        "run_dir": str(run),
+        "data": {"toy": {"n_train": 160, "n_validation": 4, "n_test": 4}},
+        "tokenizer": {"vocab_size": 200},
+        "model": {
+            "d_model": 32,
+            "n_heads": 2,
+            "n_encoder_layers": 1,
+            "n_decoder_layers": 1,
+            "d_ff": 64,
+            "dropout": 0.0,
+        },
+        "train": {
+            "max_steps": 1,
+            "max_tokens": 800,
+            "log_every": 1,
+            "validate_every": 1,
+            "keep_last": N_STEPS + 5,
+            "warmup_steps": 4,
+            "lr": 3e-3,
+            "clip_norm": None,
+            **train_keys,
+        },
+        "decoding": {"max_len_b": 2},
+    }
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def torchrun(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    return subprocess.Popen(
+        [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def losses(run: Path) -> list[float]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [e["train_loss"] for e in map(json.loads, lines) if "train_loss" in e]
+
+
+def weights_at(run: Path, step: int) -> dict:
+    return load_checkpoint(run / "checkpoints" / f"step-{step:08d}.pt")["model"]
+
+
+def assert_close(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(comparable(key, a), comparable(key, b), rtol=1e-4, atol=1e-6)
+
+
+def comparable(key: str, weights: dict) -> torch.Tensor:
+    """The weights without the key biases (the middle third of w_qkv.bias): softmax ignores a
+    shift shared by all keys, so their gradient is zero in exact arithmetic and only rounding
+    noise, which Adam scales up to full-size steps that differ with the summation order."""
+    value = weights[key]
+    if key.endswith("w_qkv.bias"):
+        d_model = value.numel() // 3
+        return torch.cat([value[:d_model], value[2 * d_model :]])
+    return value
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One process, accumulate=2: step 1's gradients, then checkpoints of steps 1..N_STEPS."""
+    tmp = tmp_path_factory.mktemp("reference")
+    sessions = []
+    opened = loop.open_session_everywhere
+    loop.open_session_everywhere = lambda *a, **k: sessions.append(opened(*a, **k)) or sessions[-1]
+    try:
+        train(
+            load_config(write_config(tmp / "c.yaml", tmp / "run", accumulate=2)), progress_bar=False
+        )
+    finally:
+        loop.open_session_everywhere = opened
+    grads = {k: q.grad.clone() for k, q in sessions[0].model.named_parameters()}
+    config = write_config(tmp / "c.yaml", tmp / "run", accumulate=2, max_steps=N_STEPS)
+    train(load_config(config), resume=True, progress_bar=False)
+    return tmp / "run", grads
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """One step with 2 processes; each saved its weights and gradients."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    proc = torchrun(WORKER, str(write_config(tmp / "c.yaml", tmp / "run")), str(tmp))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "each optimizer step takes 2 processes × 1 accumulated = 2 batches" in err
+    ranks = [torch.load(tmp / f"rank{r}.pt") for r in (0, 1)]
+    return tmp / "run", ranks
+
+
+def test_one_step_equals_one_process_on_the_union_of_the_batches(reference, two_processes):
+    reference_run, reference_grads = reference
+    run, (rank0, rank1) = two_processes
+    for key in ("weights", "grads"):
+        assert rank0[key].keys() == rank1[key].keys()
+        assert all(torch.equal(rank0[key][k], rank1[key][k]) for k in rank0[key]), key
+    assert_close(rank0["grads"], reference_grads)  # loss / all target tokens of the step
+    assert_close(weights_at(run, 1), weights_at(reference_run, 1))
+    assert losses(run) == pytest.approx(losses(reference_run)[:1], rel=1e-5)
+
+
+def rank_pid(parent: int, rank: int) -> int:
+    """The pid of the torchrun worker with RANK=`rank` among `parent`'s children."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            environ = (stat.parent / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and f"RANK={rank}".encode() in environ:
+            return int(stat.parent.name)
+    pytest.fail(f"no worker with RANK={rank} under pid {parent}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds workers via /proc")
+def test_resume_continues_and_a_signal_to_one_rank_stops_both(tmp_path, reference, two_processes):
+    run = tmp_path / "run"
+    shutil.copytree(two_processes[0], run)
+    config = write_config(tmp_path / "c.yaml", run, max_steps=N_STEPS)
+    proc = torchrun("-m", "tfm", "train", "--config", str(config), "--resume", "--no-progress")
+    deadline = time.monotonic() + 120
+    while len(losses(run)) < 3:  # the copied run has step 1's; wait for two more
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    os.kill(rank_pid(proc.pid, 1), signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert "resumed from" in err and "at step 1 " in err
+    assert "interrupted by SIGINT" in err, err
+    stopped_at = len(losses(run))
+    assert 3 <= stopped_at < N_STEPS, "the signal should land mid-run"
+    assert out.count(str(run)) <= 1
+    reference_run = reference[0]
+    assert losses(run) == pytest.approx(losses(reference_run)[:stopped_at], rel=1e-4)
+    assert_close(weights_at(run, stopped_at), weights_at(reference_run, stopped_at))
+
+
+def test_a_checkpoint_of_two_processes_resumes_on_one(tmp_path, reference, two_processes, caplog):
+    run = tmp_path / "run"
+    shutil.copytree(two_processes[0], run)
+    config = write_config(tmp_path / "c.yaml", run, max_steps=5, accumulate=2)
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        train(load_config(config), resume=True, progress_bar=False)
+    assert "written by 2 process(es), this run has 1" in caplog.text
+    assert "effective batch changes" not in caplog.text  # 2 × 1 = 1 × 2 batches a step
+    assert losses(run) == pytest.approx(losses(reference[0])[:5], rel=1e-4)
+    assert_close(weights_at(run, 5), weights_at(reference[0], 5))
+
+
+@pytest.mark.parametrize(("world_size", "accumulate"), [(1, 1), (1, 3), (2, 1), (3, 2)])
+def test_sharding_covers_the_epoch_once_but_a_tail_shorter_than_the_world(world_size, accumulate):
+    batches = [[i] for i in range(11)]
+    seen, position, steps = [], 0, 0
+    while position < len(batches):
+        shares = [shard(batches, position, accumulate=accumulate, rank=r, world_size=world_size)
+                  for r in range(world_size)]  # fmt: skip
+        assert len({consumed for _, consumed in shares}) == 1
+        if shares[0][0]:
+            assert all(group for group, _ in shares), "every process gets a batch, or none does"
+            seen += sorted(b for group, _ in shares for b in group)
+            steps += 1
+        position += shares[0][1]
+    assert seen == batches[: len(seen)]
+    assert len(batches) - len(seen) < world_size
+    if world_size == 1:  # one process: the single-process loop's groups, unchanged
+        assert steps == -(-len(batches) // accumulate)
+
+
+def test_without_torchrun_there_is_one_process():
+    assert not from_environment({}).active
+    replicas = from_environment({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"})
+    assert (replicas.world_size, replicas.rank, replicas.local_rank) == (4, 3, 1)
+    assert not replicas.is_main
