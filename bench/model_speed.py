@@ -1,0 +1,265 @@
+"""Speed of tfm's Transformer: training throughput against an nn.Transformer reference, and cached
+greedy decoding against re-running the whole prefix. Reports ratios measured in one run.
+
+    PYTHONPATH=src python bench/model_speed.py            # about 3 minutes on 2 CPU cores
+    PYTHONPATH=src python bench/model_speed.py --quick    # a smoke run, well under a minute
+
+Variants are interleaved step by step (A B on one batch, then B A on the next, ...) and repeated,
+because the machines are shared and the same run varies 10-25% minutes apart: each pair gives
+one ratio, and the median ratio is reported with its spread.
+"""
+
+import argparse
+import logging
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from tfm.transformer import build_model, greedy_decode, greedy_decode_uncached  # noqa: E402
+from tfm.transformer.embedding import sinusoidal_table  # noqa: E402
+
+log = logging.getLogger("bench.model_speed")
+PAD, BOS = 0, 1
+SIZES = dict(d_model=256, n_heads=8, d_ff=1024, n_layers=3, vocab=8000, max_len=256)
+
+
+class ReferenceSeq2Seq(nn.Module):
+    """The same sizes built from `nn.Transformer`, the way its tutorials do: scaled embeddings,
+    sinusoidal positions, dropout 0.1 everywhere nn.Transformer puts it (attention weights and
+    inside the feed-forward network included), and an output projection tied to the target
+    embedding."""
+
+    def __init__(self, *, vocab: int, d_model: int, n_heads: int, d_ff: int, n_layers: int,
+                 max_len: int, dropout: float = 0.1) -> None:  # fmt: skip
+        super().__init__()
+        self.d_model = d_model
+        self.src_embedding = nn.Embedding(vocab, d_model)
+        self.tgt_embedding = nn.Embedding(vocab, d_model)
+        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+        self.transformer = nn.Transformer(
+            d_model, n_heads, n_layers, n_layers, d_ff, dropout, batch_first=True
+        )
+        self.output_projection = nn.Linear(d_model, vocab, bias=False)
+        self.output_projection.weight = self.tgt_embedding.weight
+
+    def _embed(self, ids: Tensor, embedding: nn.Embedding) -> Tensor:
+        x = embedding(ids) * math.sqrt(self.d_model) + self.table[: ids.size(1)]
+        return self.dropout(x)
+
+    def forward(self, src_ids: Tensor, tgt_ids: Tensor) -> Tensor:
+        src_pad = src_ids == PAD
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_ids.size(1))
+        hidden = self.transformer(
+            self._embed(src_ids, self.src_embedding), self._embed(tgt_ids, self.tgt_embedding),
+            tgt_mask=causal, src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad,
+            tgt_is_causal=True,
+        )  # fmt: skip
+        return self.output_projection(hidden)
+
+
+def bucketed_batches(generator: torch.Generator, *, n_batches: int, target_tokens: int,
+                     vocab: int) -> list[tuple[Tensor, Tensor]]:  # fmt: skip
+    """Batches as a length-bucketing token-budget batcher makes them: random sentence pairs
+    (sources of 5-60 tokens, targets within +-20% of their source), sorted by length, cut into
+    batches of about `target_tokens` real target tokens; `n_batches` of them, evenly spread over
+    the lengths. Sources right-padded; targets BOS + tokens, right-padded."""
+    pairs = []
+    for _ in range(40 * target_tokens // 30):  # about 40 batches to choose from
+        src_len = int(torch.randint(5, 61, (1,), generator=generator))
+        scale = 0.8 + 0.4 * float(torch.rand(1, generator=generator))
+        pairs.append((src_len, max(1, round(src_len * scale))))
+    pairs.sort(key=lambda pair: (pair[1], pair[0]))
+    chunks, current, total = [], [], 0
+    for pair in pairs:
+        current.append(pair)
+        total += pair[1]
+        if total >= target_tokens:
+            chunks.append(current)
+            current, total = [], 0
+    picked = [
+        chunks[round(i * (len(chunks) - 1) / max(1, n_batches - 1))] for i in range(n_batches)
+    ]
+    return [_pad(chunk, generator, vocab) for chunk in picked]
+
+
+def _pad(
+    pairs: list[tuple[int, int]], generator: torch.Generator, vocab: int
+) -> tuple[Tensor, Tensor]:
+    src = torch.full((len(pairs), max(p[0] for p in pairs)), PAD)
+    tgt = torch.full((len(pairs), max(p[1] for p in pairs) + 1), PAD)
+    for row, (src_len, tgt_len) in enumerate(pairs):
+        src[row, :src_len] = torch.randint(4, vocab, (src_len,), generator=generator)
+        tgt[row, 0] = BOS
+        tgt[row, 1 : tgt_len + 1] = torch.randint(4, vocab, (tgt_len,), generator=generator)
+    return src, tgt
+
+
+def make_train_step(model: nn.Module, fused: bool) -> Callable[[Tensor, Tensor], float]:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused or None)
+
+    def step(src: Tensor, tgt: Tensor) -> float:
+        logits = model(src, tgt[:, :-1])  # (B, T, V)
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1),
+            ignore_index=PAD, label_smoothing=0.1,
+        )  # fmt: skip
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
+def training_rate(step: Callable, batch: tuple[Tensor, Tensor]) -> float:
+    """Real target tokens per second for one training step on `batch`."""
+    tokens = int((batch[1][:, 1:] != PAD).sum())
+    start = time.perf_counter()
+    step(*batch)
+    return tokens / (time.perf_counter() - start)
+
+
+def interleaved(variants: dict[str, Callable[[object], float]], units: list) -> dict[str, list]:
+    """Run every variant on each unit of work in turn, alternating which goes first, so that each
+    pair of measurements shares the machine's state of the moment. Returns the rates."""
+    names, rates = list(variants), {name: [] for name in variants}
+    for index, unit in enumerate(units):
+        for name in names if index % 2 == 0 else reversed(names):
+            rates[name].append(variants[name](unit))
+            log.info("unit %2d  %-10s %10.1f", index + 1, name, rates[name][-1])
+    return rates
+
+
+def report(title: str, unit: str, rates: dict[str, list[float]], ours: str, base: str) -> None:
+    ratios = sorted(a / b for a, b in zip(rates[ours], rates[base], strict=True))
+    quartiles = (
+        statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+    )
+    print(f"\n{title}")
+    for name, values in rates.items():
+        print(f"  {name:<10} median {statistics.median(values):9.1f} {unit}")
+    print(f"  ratio {ours}/{base}: median {statistics.median(ratios):.2f}x over {len(ratios)} "
+          f"paired runs (quartiles {quartiles[0]:.2f}-{quartiles[2]:.2f}, "
+          f"range {ratios[0]:.2f}-{ratios[-1]:.2f})")  # fmt: skip
+
+
+def bench_training(args: argparse.Namespace) -> None:
+    torch.manual_seed(args.seed)
+    ours = build_model(
+        src_vocab_size=SIZES["vocab"], tgt_vocab_size=SIZES["vocab"], d_model=SIZES["d_model"],
+        n_heads=SIZES["n_heads"], n_encoder_layers=SIZES["n_layers"],
+        n_decoder_layers=SIZES["n_layers"], d_ff=SIZES["d_ff"], dropout=0.1,
+        attention_dropout=0.0, max_len=SIZES["max_len"], pad_id=PAD,
+    )  # fmt: skip
+    reference = ReferenceSeq2Seq(**SIZES)
+    generator = torch.Generator().manual_seed(args.seed)
+    batches = bucketed_batches(
+        generator, n_batches=args.steps, target_tokens=args.batch_tokens, vocab=SIZES["vocab"]
+    )
+    fused = args.optimizer == "fused"
+    steps = {
+        "ours": make_train_step(ours.train(), fused),
+        "nn": make_train_step(reference.train(), fused),
+    }
+    for step in steps.values():  # warm-up: allocator, kernels, optimizer state
+        step(*batches[0])
+    variants = {name: (lambda b, s=step: training_rate(s, b)) for name, step in steps.items()}
+    rates = interleaved(variants, batches * args.rounds)
+    shapes = " ".join(f"{tuple(tgt.shape)}" for _, tgt in batches)
+    title = (f"training (fwd + bwd + {args.optimizer} AdamW), real target tokens/s; "
+             f"{args.rounds} rounds over target batches {shapes}")  # fmt: skip
+    report(title, "tokens/s", rates, "ours", "nn")
+
+
+def bench_decoding(args: argparse.Namespace) -> None:
+    torch.manual_seed(args.seed)
+    model = build_model(
+        src_vocab_size=SIZES["vocab"], tgt_vocab_size=SIZES["vocab"], d_model=SIZES["d_model"],
+        n_heads=SIZES["n_heads"], n_encoder_layers=SIZES["n_layers"],
+        n_decoder_layers=SIZES["n_layers"], d_ff=SIZES["d_ff"], max_len=SIZES["max_len"],
+    ).eval()  # fmt: skip
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    lengths = torch.randint(15, 26, (args.sentences,), generator=generator)
+    src = torch.full((args.sentences, int(lengths.max())), PAD)
+    for row, length in enumerate(lengths.tolist()):
+        src[row, :length] = torch.randint(4, SIZES["vocab"], (length,), generator=generator)
+    # An EOS id the model never emits: every sentence runs the full `output_len` steps.
+    options = dict(bos_id=BOS, eos_id=-1, max_len_a=0.0, max_len_b=args.output_len)
+    cached = greedy_decode(model, src, **options).tokens
+    uncached = greedy_decode_uncached(model, src, **options).tokens
+    if cached != uncached:
+        raise SystemExit("cached and uncached greedy decoding disagree")
+
+    def run(decode: Callable, _: object) -> float:
+        start = time.perf_counter()
+        decode(model, src, **options)
+        return args.sentences / (time.perf_counter() - start)
+
+    variants = {
+        "cached": lambda unit: run(greedy_decode, unit),
+        "uncached": lambda unit: run(greedy_decode_uncached, unit),
+    }
+    rates = interleaved(variants, list(range(args.decode_rounds)))
+    report(f"greedy decoding, {args.sentences} sources of 15-25 tokens, {args.output_len} output "
+           "tokens each (identical ids)", "sentences/s", rates, "cached", "uncached")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=5, help="distinct training batches")
+    parser.add_argument("--rounds", type=int, default=4, help="passes over the training batches")
+    parser.add_argument("--decode-rounds", type=int, default=8, help="decoding runs per variant")
+    parser.add_argument("--batch-tokens", type=int, default=4000, help="target tokens per batch")
+    parser.add_argument("--sentences", type=int, default=64, help="sources to decode")
+    parser.add_argument("--output-len", type=int, default=40, help="tokens decoded per source")
+    parser.add_argument(
+        "--optimizer",
+        choices=["fused", "default"],
+        default="fused",
+        help="AdamW implementation for both models (fused is 3-5x faster on CPU)",
+    )
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", choices=["training", "decoding"], help="run one benchmark")
+    parser.add_argument("--quick", action="store_true", help="2 steps, 1 round: a smoke run")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every round")
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.rounds, args.decode_rounds = 2, 1, 2
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform_name()}, "
+          f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    if args.only in (None, "training"):
+        bench_training(args)
+    if args.only in (None, "decoding"):
+        bench_decoding(args)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.2f} (busy machines give noisy ratios)")
+
+
+def platform_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+if __name__ == "__main__":
+    main()
