@@ -10,7 +10,7 @@ Shape legend, used in every docstring and trailing shape comment:
 Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk).
 
 Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), layers (§3.1),
-model (§3), decoding (search).
+model (§3), decoding (search: greedy, and beam search as in §6.1).
 """
 
 from tfm.transformer.attention import (
@@ -19,7 +19,14 @@ from tfm.transformer.attention import (
     MultiHeadAttention,
     scaled_dot_product_attention,
 )
-from tfm.transformer.decoding import DecodeResult, greedy_decode, greedy_decode_uncached
+from tfm.transformer.decoding import (
+    DecodeResult,
+    Hypothesis,
+    beam_search,
+    gnmt_length_penalty,
+    greedy_decode,
+    greedy_decode_uncached,
+)
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
 from tfm.transformer.feed_forward import PositionwiseFeedForward
 from tfm.transformer.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer
@@ -32,6 +39,7 @@ __all__ = [
     "DecoderLayer",
     "Encoder",
     "EncoderLayer",
+    "Hypothesis",
     "KeyValue",
     "KeyValueCache",
     "MultiHeadAttention",
@@ -39,7 +47,9 @@ __all__ = [
     "PositionwiseFeedForward",
     "TokenEmbedding",
     "Transformer",
+    "beam_search",
     "build_model",
+    "gnmt_length_penalty",
     "greedy_decode",
     "greedy_decode_uncached",
     "scaled_dot_product_attention",

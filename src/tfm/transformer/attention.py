@@ -70,11 +70,14 @@ class KeyValueCache:
         return KeyValueCache(buffers, end)
 
     def select(self, index: Tensor) -> "KeyValueCache":
-        """Keep the rows `index` (N,) long, in that order (a copy)."""
-        keys, values = self.buffers
-        return KeyValueCache(
-            KeyValue(keys.index_select(0, index), values.index_select(0, index)), self.length
+        """Keep the rows `index` (N,) long, in that order: a copy, of the filled positions only."""
+        keys, _ = self.buffers
+        selected = KeyValueCache.empty(
+            keys, batch=index.numel(), n_heads=keys.size(1), capacity=self.capacity
         )
+        for old, new in zip(self.keys_values(), selected.buffers, strict=True):
+            torch.index_select(old, 0, index, out=new[:, :, : self.length])
+        return KeyValueCache(selected.buffers, self.length)
 
 
 def causal_mask(query_len: int, key_len: int, *, device: torch.device | None = None) -> Tensor:

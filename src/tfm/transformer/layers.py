@@ -201,6 +201,14 @@ class DecoderCache:
         mask = None if self.memory_mask is None else self.memory_mask.index_select(0, index)
         return DecoderCache([kv.select(index) for kv in self.self_attention], cross, mask)
 
+    def reorder_beams(self, index: Tensor) -> "DecoderCache":
+        """Like `select`, for an `index` (N,) that maps each row to a row of the same sentence
+        (beam search): only the self-attention state differs between such rows, so the
+        cross-attention keys and values and the mask are kept as they are."""
+        return DecoderCache(
+            [kv.select(index) for kv in self.self_attention], self.cross_attention, self.memory_mask
+        )
+
 
 class DecoderOutput(NamedTuple):
     hidden: Tensor  # (B, T, D)
