@@ -93,3 +93,14 @@ def test_decode_steps_match_the_full_decoder_also_when_the_cache_grows():
         step = model.decode_step(tgt[:, t : t + 1], step.cache)
         torch.testing.assert_close(step.logits, full[:, t], atol=1e-5, rtol=1e-5)
     assert step.cache.length == 7
+
+
+def test_decoding_runs_under_bfloat16_autocast_with_a_bfloat16_cache():
+    model = lively_model()
+    src = padded_batch([5, 3], vocab_size=V)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        result = greedy_decode(model, src, eos_id=V + 1, max_len_a=0, max_len_b=4)
+        cache = model.start_cache(model.encode(src), src)
+        step = model.decode_step(torch.ones(2, 1, dtype=torch.long), cache)
+    assert [len(tokens) for tokens in result.tokens] == [4, 4]
+    assert step.cache.self_attention[0].buffers.keys.dtype == torch.bfloat16

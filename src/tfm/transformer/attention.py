@@ -55,12 +55,14 @@ class KeyValueCache:
         return KeyValue(keys[:, :, : self.length], values[:, :, : self.length])
 
     def append(self, keys: Tensor, values: Tensor) -> "KeyValueCache":
-        """Add keys and values (B, H, T, K) of T new positions; the buffers double when full."""
+        """Add keys and values (B, H, T, K) of T new positions; the buffers double when full
+        (and take the keys' dtype, e.g. bfloat16 under autocast)."""
         end = self.length + keys.size(2)
         buffers = self.buffers
-        if end > self.capacity:
+        if end > self.capacity or buffers.keys.dtype != keys.dtype:
+            capacity = self.capacity if end <= self.capacity else max(end, 2 * self.capacity)
             grown = KeyValueCache.empty(
-                keys, batch=keys.size(0), n_heads=keys.size(1), capacity=max(end, 2 * self.capacity)
+                keys, batch=keys.size(0), n_heads=keys.size(1), capacity=capacity
             )
             for old, new in zip(self.keys_values(), grown.buffers, strict=True):
                 new[:, :, : self.length] = old
