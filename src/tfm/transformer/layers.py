@@ -53,18 +53,15 @@ class EncoderLayer(nn.Module):
         norm_position: str = "post",
     ) -> None:
         super().__init__()
+        residual = dict(d_model=d_model, dropout=dropout, norm_position=norm_position)
         self.self_attention = MultiHeadAttention(
             d_model=d_model, n_heads=n_heads, attention_dropout=attention_dropout
         )
-        self.self_attention_residual = Residual(
-            d_model=d_model, dropout=dropout, norm_position=norm_position
-        )
+        self.self_attention_residual = Residual(**residual)
         self.feed_forward = PositionwiseFeedForward(
             d_model=d_model, d_ff=d_ff, activation=activation
         )
-        self.feed_forward_residual = Residual(
-            d_model=d_model, dropout=dropout, norm_position=norm_position
-        )
+        self.feed_forward_residual = Residual(**residual)
 
     def forward(
         self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
