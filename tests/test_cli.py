@@ -1,6 +1,6 @@
 """The tfm command as scripts use it: outputs, exit codes and one-line errors.
 
-One tiny model is trained once for the module (about half a minute on a CPU) and shared by the
+One tiny model is trained once for the module (200 steps, under a minute on a CPU) and shared by the
 eval and translate tests; the error tests need no model.
 """
 
@@ -20,7 +20,7 @@ data:
   toy: {n_train: 3000, n_validation: 60, n_test: 60, seed: 3}
 tokenizer: {vocab_size: 400}
 model: {d_model: 64, n_heads: 4, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 128, dropout: 0.0}
-train: {max_steps: 400, validate_every: 200, log_every: 50, lr: 5e-3, warmup_steps: 50,
+train: {max_steps: 200, validate_every: 100, log_every: 25, lr: 5e-3, warmup_steps: 50,
         max_tokens: 2500}
 decoding: {max_len_b: 5}
 """
@@ -56,8 +56,8 @@ def test_train_prints_the_run_dir_and_leaves_everything_needed(trained, workdir)
     events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     train_events = [e for e in events if "train_loss" in e]
     val_events = [e for e in events if "val_loss" in e]
-    assert [e["step"] for e in train_events] == list(range(50, 401, 50))
-    assert [e["step"] for e in val_events] == [200, 400]
+    assert [e["step"] for e in train_events] == list(range(25, 201, 25))
+    assert [e["step"] for e in val_events] == [100, 200]
     assert all({"lr", "tokens_per_s"} <= e.keys() for e in train_events)
     assert all({"val_bleu", "val_chrf"} <= e.keys() for e in val_events)
     assert train_events[-1]["train_loss"] < train_events[0]["train_loss"] - 1.0

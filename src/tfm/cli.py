@@ -50,7 +50,6 @@ def _setup_logging(verbose: bool = False) -> None:
         handler.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(handler)
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    root.propagate = False
 
 
 def _fail(message: str, code: int) -> typer.Exit:
