@@ -158,3 +158,16 @@ def test_usage_mistakes_exit_2(tmp_path, monkeypatch):
     one_line_error(invoke("eval", "--src", "a.txt"), 2, "--src and --ref go together")
     assert invoke("train").exit_code == 2  # --config is required (Typer's own usage error)
     one_line_error(invoke("translate", "--file", "missing.txt", "--run", "."), 2, "missing.txt")
+
+
+def test_translate_refuses_a_tokenizer_that_is_not_the_models(trained, workdir, tmp_path):
+    import shutil
+
+    from tfm.data.tokenizer import train_tokenizer
+
+    run = tmp_path / "swapped"
+    shutil.copytree(workdir / "runs" / "tiny", run)
+    other = train_tokenizer(["a b c d", "e f g"], ["h i j", "k l"], vocab_size=400, min_frequency=1)
+    other.save(run)
+    result = invoke("translate", "--run", str(run), "i see the dog")
+    one_line_error(result, 1, "does not match", str(run))
