@@ -27,10 +27,13 @@ def build_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW
     two are the same algorithm.
     """
     t = config.train
+    device = next(model.parameters()).device
     return torch.optim.AdamW(
         model.parameters(),
         lr=learning_rate(1, peak=peak_learning_rate(config), warmup_steps=t.warmup_steps),
         betas=t.betas,
         eps=t.eps,
         weight_decay=t.weight_decay,
+        # One fused kernel for all parameters: 3-5x faster optimizer steps on CPU (bench/README).
+        fused=device.type in ("cpu", "cuda"),
     )
