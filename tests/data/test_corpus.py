@@ -15,7 +15,7 @@ from tfm.data import corpus
 from tfm.data.corpus import LoadReport, load_split
 from tfm.errors import DataError
 
-MULTI30K = Path("/work/shared/data/multi30k")
+MULTI30K = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k"
 TOY = ToyConfig(n_train=3, n_validation=2, n_test=1, seed=7)
 
 
