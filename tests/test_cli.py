@@ -171,3 +171,15 @@ def test_translate_refuses_a_tokenizer_that_is_not_the_models(trained, workdir, 
     other.save(run)
     result = invoke("translate", "--run", str(run), "i see the dog")
     one_line_error(result, 1, "does not match", str(run))
+
+
+def test_beam_size_one_is_greedy_and_a_wider_beam_scores_its_width(trained):
+    sentences = ["i see the dog", "the big dog sees the small cat", "we hope that he sleeps"]
+    greedy = invoke("translate", *sentences).stdout
+    assert invoke("translate", "--beam-size", "1", *sentences).stdout == greedy
+    beam = invoke("translate", "--beam-size", "4", *sentences)
+    assert beam.exit_code == 0, beam.output
+    assert len(beam.stdout.split("\n")) == len(sentences) + 1
+    scores = json.loads(invoke("eval", "--json", "--beam-size", "3").stdout)
+    assert scores["beam_size"] == 3 and scores["sentences"] == 60
+    assert invoke("eval", "--beam-size", "0").exit_code == 2

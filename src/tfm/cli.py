@@ -31,6 +31,10 @@ RunOption = Annotated[
     Path | None,
     typer.Option("--run", help="Run directory; default: the run last trained from this directory."),
 ]
+BeamOption = Annotated[
+    int | None,
+    typer.Option("--beam-size", min=1, help="Beam search width; 1 is greedy (default: config)."),
+]
 DeviceOption = Annotated[
     str | None, typer.Option("--device", help="auto, cpu, cuda or mps (default: the config's).")
 ]
@@ -146,6 +150,7 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     output: Annotated[Path | None, typer.Option(help="Write hypotheses here.")] = None,
     device: DeviceOption = None,
+    beam_size: BeamOption = None,
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss and exact match."""
     _setup_logging()
@@ -157,7 +162,9 @@ def evaluate(
             raise UsageError("--src and --ref go together")
         if split not in ("train", "validation", "test"):
             raise UsageError(f"--split {split!r}: expected train, validation or test")
-        scores, hypotheses = evaluate_run(run, split=split, src=src, ref=ref, device=device)
+        scores, hypotheses = evaluate_run(
+            run, split=split, src=src, ref=ref, device=device, beam_size=beam_size
+        )
         if output is not None:
             output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
         if as_json:
@@ -176,6 +183,7 @@ def translate(
     run: RunOption = None,
     file: Annotated[Path | None, typer.Option("--file", help="Translate each line.")] = None,
     device: DeviceOption = None,
+    beam_size: BeamOption = None,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
     _setup_logging()
@@ -196,7 +204,7 @@ def translate(
                 lines.pop()
         else:
             raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
-        for line in translate_lines(run, lines, device=device):
+        for line in translate_lines(run, lines, device=device, beam_size=beam_size):
             typer.echo(line)
         return 0
 

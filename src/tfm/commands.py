@@ -12,12 +12,17 @@ from tfm.evaluation import DecodeSettings, evaluate_split, translate_texts
 from tfm.run import TrainedModel, find_run, load_trained
 
 
-def _open(run: str | Path | None, device: str | None) -> tuple[TrainedModel, DecodeSettings]:
+def _open(
+    run: str | Path | None, device: str | None, beam_size: int | None
+) -> tuple[TrainedModel, DecodeSettings]:
     paths = find_run(run)
     target = select_device(device or "auto")
     trained = load_trained(paths, target)
     dtype = resolve_precision(trained.config.train.precision, target)
-    return trained, DecodeSettings.from_config(trained.config.decoding, target, dtype)
+    settings = DecodeSettings.from_config(
+        trained.config.decoding, target, dtype, beam_size=beam_size
+    )
+    return trained, settings
 
 
 def evaluate_run(
@@ -27,9 +32,10 @@ def evaluate_run(
     src: Path | None = None,
     ref: Path | None = None,
     device: str | None = None,
+    beam_size: int | None = None,
 ) -> tuple[dict, list[str]]:
     """Scores (and hypotheses in input order) of a trained run on a split or on --src/--ref."""
-    trained, settings = _open(run, device)
+    trained, settings = _open(run, device, beam_size)
     tokenizer = trained.tokenizer
     if src is not None and ref is not None:
         src_text, ref_text = read_lines(src), read_lines(ref)
@@ -49,16 +55,19 @@ def evaluate_run(
         )
         data, name = splits[split], split
     scores, hypotheses = evaluate_split(trained.model, tokenizer, data, settings)
-    return {"run": str(trained.paths.root), "split": name, "step": trained.step, **scores}, (
-        hypotheses
-    )
+    header = {"run": str(trained.paths.root), "split": name, "step": trained.step}
+    return {**header, "beam_size": settings.beam_size, **scores}, hypotheses
 
 
 def translate_lines(
-    run: str | Path | None, lines: list[str], *, device: str | None = None
+    run: str | Path | None,
+    lines: list[str],
+    *,
+    device: str | None = None,
+    beam_size: int | None = None,
 ) -> list[str]:
     """Translations of `lines`, one per line, in order; an empty line stays empty."""
-    trained, settings = _open(run, device)
+    trained, settings = _open(run, device, beam_size)
     return translate_texts(trained.model, trained.tokenizer, lines, settings)
 
 

@@ -21,7 +21,7 @@ from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from tfm.device import autocast
 from tfm.loss import token_loss_sum
-from tfm.transformer import Transformer, greedy_decode
+from tfm.transformer import Transformer, beam_search, greedy_decode
 
 log = logging.getLogger(__name__)
 
@@ -35,37 +35,59 @@ class DecodeSettings:
     max_tokens: int = 8000
     device: torch.device = torch.device("cpu")
     dtype: torch.dtype = torch.float32
+    beam_size: int = 1  # 1: greedy search
+    length_penalty: float = 0.6  # GNMT alpha, for beam search
 
     @classmethod
     def from_config(
-        cls, config: DecodingConfig, device: torch.device, dtype: torch.dtype
+        cls,
+        config: DecodingConfig,
+        device: torch.device,
+        dtype: torch.dtype,
+        *,
+        beam_size: int | None = None,
     ) -> DecodeSettings:
-        return cls(config.max_len_a, config.max_len_b, config.max_tokens, device, dtype)
+        return cls(
+            config.max_len_a,
+            config.max_len_b,
+            config.max_tokens,
+            device,
+            dtype,
+            beam_size=beam_size or config.beam_size,
+            length_penalty=config.length_penalty,
+        )
 
 
 def translate_ids(
     model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings
 ) -> list[list[int]]:
-    """Greedy-decode framed sources (ids + EOS); returns output ids in input order."""
+    """Decode framed sources (ids + EOS), greedy or beam; returns output ids in input order."""
     model.eval()
     limit = model.max_len  # the positional table; decoding caps its output at it too
     outputs: list[list[int]] = [[] for _ in sources]
     clipped = [list(s[: limit - 1]) + [EOS_ID] if len(s) > limit else list(s) for s in sources]
     if n_long := sum(len(s) > limit for s in sources):
         log.warning("%d source(s) longer than %d tokens were cut to fit the model", n_long, limit)
-    for indices in inference_batches([len(s) for s in clipped], max_tokens=settings.max_tokens):
+    # A beam multiplies the batch by beam_size; keep the decoding batch's size the same.
+    budget = max(settings.max_tokens // settings.beam_size, 1)
+    for indices in inference_batches([len(s) for s in clipped], max_tokens=budget):
         src = pad([clipped[i] for i in indices], PAD_ID).to(settings.device)
+        limits = {"bos_id": BOS_ID, "eos_id": EOS_ID}
+        limits.update(max_len_a=settings.max_len_a, max_len_b=settings.max_len_b)
         with autocast(settings.device, settings.dtype):
-            result = greedy_decode(
-                model,
-                src,
-                bos_id=BOS_ID,
-                eos_id=EOS_ID,
-                max_len_a=settings.max_len_a,
-                max_len_b=settings.max_len_b,
-            )
-        for i, tokens in zip(indices, result.tokens, strict=True):
-            outputs[i] = tokens
+            if settings.beam_size == 1:
+                tokens = greedy_decode(model, src, **limits).tokens
+            else:
+                found = beam_search(
+                    model,
+                    src,
+                    beam_size=settings.beam_size,
+                    length_penalty=settings.length_penalty,
+                    **limits,
+                )
+                tokens = [hypotheses[0].tokens for hypotheses in found]
+        for i, ids in zip(indices, tokens, strict=True):
+            outputs[i] = ids
     return outputs
 
 
