@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfm.data import formats
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import encode_split, prepare_splits
 from tfm.device import resolve_precision, select_device
@@ -38,7 +39,7 @@ def evaluate_run(
     trained, settings = _open(run, device, beam_size)
     tokenizer = trained.tokenizer
     if src is not None and ref is not None:
-        src_text, ref_text = read_lines(src), read_lines(ref)
+        src_text, ref_text = read_lines(src, option="--src"), read_lines(ref, option="--ref")
         if len(src_text) != len(ref_text):
             raise DataError(
                 f"{src} has {len(src_text)} lines but {ref} has {len(ref_text)}; "
@@ -71,21 +72,6 @@ def translate_lines(
     return translate_texts(trained.model, trained.tokenizer, lines, settings)
 
 
-def read_lines(path: Path) -> list[str]:
-    """A text file's lines (split on "\\n" only), with a located error for bad input."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist") from None
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    lines = data.split(b"\n")
-    if data.endswith(b"\n"):
-        lines.pop()
-    out = []
-    for number, raw in enumerate(lines, start=1):
-        try:
-            out.append(raw.removesuffix(b"\r").decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}:{number}: invalid UTF-8 at byte {exc.start}") from None
-    return out
+def read_lines(path: Path, *, option: str = "--file") -> list[str]:
+    """A UTF-8 text file's lines (split on "\\n" only); errors name the file, line and option."""
+    return formats.read_lines(path, key=option)
