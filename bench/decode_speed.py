@@ -1,0 +1,174 @@
+"""Decoding speed on the Multi30k test2016 set (issue 7): tfm's batched, cached greedy decoding
+(`evaluation.translate_ids`) against naive decoding, one sentence at a time without a key/value
+cache (`greedy_decode_uncached`); and beam search (beam 5) against greedy.
+
+    PYTHONPATH=src python bench/decode_speed.py            # a few minutes on 2 CPU cores
+    PYTHONPATH=src python bench/decode_speed.py --quick    # about 30 s
+
+Both greedy variants must return identical token ids (checked on every sentence). Output lengths
+are fixed the same way for every variant: tfm's default limit floor(1.5 * S + 10) tokens per
+sentence (DecodeSettings); by default the model is untrained (`--train-steps 0`), and an untrained
+model practically never emits EOS, so every sentence runs to that limit: a fixed, known amount of
+work per sentence, the same for all variants (the mean output length is printed). With
+`--train-steps N` the model first trains N steps with tfm's own training step, so lengths become
+realistic (and shorter).
+
+Rounds interleave the variants (A B, then B A, ...): each round decodes the whole set with
+`translate_ids` and a new sample of `--uncached-per-round` sentences one at a time (the naive way
+is too slow to run the whole set several times); each round gives one ratio of sentences per
+second, and the median ratio is reported. Beam against greedy: each round decodes one slice of
+the set (1/rounds of it) both ways. One torch thread by default (`--threads`): with two threads on
+cores that other jobs share, decoding's many small operations stall and vary 5-10x round to round.
+"""
+
+import argparse
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+from _multi30k import machine, summary, training_session
+
+from tfm.data.batching import inference_batches, pad
+from tfm.data.pipeline import encode_split, load_texts
+from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from tfm.evaluation import DecodeSettings, translate_ids
+from tfm.training.loop import _optimizer_step
+from tfm.transformer import Transformer, beam_search, greedy_decode_uncached
+
+log = logging.getLogger("bench.decode_speed")
+
+
+def decode_uncached(model: Transformer, sources: Sequence[list[int]], s: DecodeSettings) -> list:
+    """The naive baseline: each sentence alone, re-running the decoder over the whole prefix."""
+    model.eval()
+    outputs = []
+    for ids in sources:
+        result = greedy_decode_uncached(
+            model, pad([ids], PAD_ID), bos_id=BOS_ID, eos_id=EOS_ID,
+            max_len_a=s.max_len_a, max_len_b=s.max_len_b,
+        )  # fmt: skip
+        outputs.append(result.tokens[0])
+    return outputs
+
+
+def decode_beam(model: Transformer, sources: Sequence[list[int]], s: DecodeSettings, beam: int):
+    """Beam search batched like `translate_ids`, with the batch budget divided by the beam size
+    (each sentence becomes `beam` rows), outputs in input order."""
+    model.eval()
+    outputs: list[list[int]] = [[] for _ in sources]
+    budget = max(s.max_tokens // beam, max(len(x) for x in sources))
+    for indices in inference_batches([len(x) for x in sources], max_tokens=budget):
+        hyps = beam_search(
+            model, pad([sources[i] for i in indices], PAD_ID), bos_id=BOS_ID, eos_id=EOS_ID,
+            beam_size=beam, max_len_a=s.max_len_a, max_len_b=s.max_len_b,
+        )  # fmt: skip
+        for i, best in zip(indices, hyps, strict=True):
+            outputs[i] = best[0].tokens
+    return outputs
+
+
+def timed(fn: Callable[[], list]) -> tuple[float, list]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def brief_training(session, parallel, steps: int) -> None:
+    """`steps` of tfm's own training step over shuffled Multi30k batches."""
+    batches = session.sampler.epoch(0)
+    for k in range(steps):
+        loss, _ = _optimizer_step(session, parallel, [batches[k % len(batches)]])
+        if (k + 1) % 50 == 0:
+            log.info("training step %d: loss %.3f", k + 1, loss)
+
+
+def compare_greedy(model, sources, settings, rounds: int, per_round: int) -> None:
+    n = len(sources)
+    ratios, rates = [], {"cached": [], "uncached": []}
+    reference: dict[int, list[int]] = {}
+    sample = torch.randperm(n, generator=torch.Generator().manual_seed(0)).tolist()
+    for r in range(rounds):
+        part = sample[r * per_round : (r + 1) * per_round]
+        runs = {
+            "cached": lambda: translate_ids(model, sources, settings),
+            "uncached": lambda p=part: decode_uncached(model, [sources[i] for i in p], settings),
+        }
+        order = ["cached", "uncached"] if r % 2 == 0 else ["uncached", "cached"]
+        seconds = {}
+        for name in order:
+            seconds[name], out = timed(runs[name])
+            if name == "cached":
+                cached = out
+            else:
+                for i, ids in zip(part, out, strict=True):
+                    reference[i] = ids
+        rate_c, rate_u = n / seconds["cached"], len(part) / seconds["uncached"]
+        rates["cached"].append(rate_c)
+        rates["uncached"].append(rate_u)
+        ratios.append(rate_c / rate_u)
+        mismatched = [i for i in part if cached[i] != reference[i]]
+        assert not mismatched, f"cached and uncached ids differ for sentences {mismatched[:5]}"
+        log.info("round %d: cached %.1f sent/s, uncached %.1f sent/s", r, rate_c, rate_u)
+    lengths = [len(t) for t in cached]
+    print(f"greedy: {n} sentences, mean output {statistics.mean(lengths):.1f} tokens (max "
+          f"{max(lengths)}); uncached on {len(reference)} of them, ids identical")  # fmt: skip
+    print(f"  translate_ids (batched, cached): {statistics.median(rates['cached']):.1f} sent/s")
+    print(f"  one at a time, uncached:         {statistics.median(rates['uncached']):.1f} sent/s")
+    print(f"  cached / uncached: {summary(ratios)}   goal >= 5x")
+
+
+def compare_beam(model, sources, settings, rounds: int, beam: int) -> None:
+    n, ratios, rates = len(sources), [], {"greedy": [], "beam": []}
+    for r in range(rounds):
+        part = [sources[i] for i in range(r * n // rounds, (r + 1) * n // rounds)]
+        runs = {
+            "greedy": lambda p=part: translate_ids(model, p, settings),
+            "beam": lambda p=part: decode_beam(model, p, settings, beam),
+        }
+        seconds = {}
+        for name in ["greedy", "beam"] if r % 2 == 0 else ["beam", "greedy"]:
+            seconds[name], _ = timed(runs[name])
+        rates["greedy"].append(len(part) / seconds["greedy"])
+        rates["beam"].append(len(part) / seconds["beam"])
+        ratios.append(seconds["beam"] / seconds["greedy"])
+        log.info("round %d: beam takes %.2fx greedy's time", r, ratios[-1])
+    print(f"beam {beam} vs greedy on {n} sentences ({rounds} slices): greedy "
+          f"{statistics.median(rates['greedy']):.1f} sent/s, beam "
+          f"{statistics.median(rates['beam']):.1f} sent/s")  # fmt: skip
+    print(f"  beam time / greedy time: {summary(ratios)}   goal <= 4x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="200 sentences, 2 rounds, 8 naive")
+    parser.add_argument("--sentences", type=int, default=1000, help="test2016 sentences to use")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds per comparison")
+    parser.add_argument("--uncached-per-round", type=int, default=25, help="naive sentences")
+    parser.add_argument("--train-steps", type=int, default=0, help="train the model first")
+    parser.add_argument("--beam", type=int, default=5, help="beam size; 0 skips beam search")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args()
+    if args.quick:
+        args.sentences, args.rounds, args.uncached_per_round = min(args.sentences, 200), 2, 8
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(machine())
+    with training_session(["train.warmup_steps=100", "train.lr=0.001"]) as (session, parallel):
+        brief_training(session, parallel, args.train_steps)
+        src, tgt, report = load_texts(session.config.data, "test")
+        test = encode_split("test", src, tgt, report, session.tokenizer)
+        sources = test.src[: args.sentences]
+        model, settings = session.model, DecodeSettings()
+        print(f"model trained {args.train_steps} steps; limit floor(1.5 * S + 10) tokens")
+        compare_greedy(model, sources, settings, args.rounds, args.uncached_per_round)
+        if args.beam:
+            compare_beam(model, sources, settings, args.rounds, args.beam)
+    print("load average at the end:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()

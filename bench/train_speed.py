@@ -1,0 +1,217 @@
+"""Training speed on Multi30k de-en (issue 7) with the d_model 256, 3 + 3-layer model, measured
+through tfm's own training step (`training.loop._optimizer_step` on a real `Session`):
+
+    (a) the share of step time outside forward, loss, backward, clipping and the AdamW step
+        (collate, to(device), Python), goal < 5%
+    (b) the share of real tokens in the padded training batches, goal >= 90%
+    (c) RSS at each epoch end over several epochs of a subset (no growth), and the peak
+    (d) bf16 autocast against float32: steps per second, interleaved step by step on the same
+        batches from the same initial weights, and the validation loss after the same steps
+        (goal >= 2x, validation loss within 2%)
+    and the top costs of one profiled step (torch.profiler).
+
+    PYTHONPATH=src python bench/train_speed.py            # a few minutes on 2 CPU cores
+    PYTHONPATH=src python bench/train_speed.py --quick    # a smoke run
+
+(a) times each piece inside the real step by wrapping it (model forward hooks, the loss function,
+backward, clip_grad_norm_, optimizer.step, collate, Batch.to) for this process only; the rest of
+the step's wall time is the overhead. The learning rate is warmed up over 100 steps to a peak of
+1e-3 (`train.warmup_steps=100`, `train.lr=0.001`) so that a short run moves the validation loss.
+"""
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import logging
+import os
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+import torch
+from _multi30k import machine, rss_mib, summary, training_session
+
+from tfm.data import batching
+from tfm.data.batching import padding_share
+from tfm.evaluation import DecodeSettings, teacher_forced_loss
+from tfm.training import loop
+from tfm.training.data_parallel import DataParallel
+from tfm.training.distributed import Replicas
+from tfm.training.schedule import build_optimizer
+from tfm.training.session import Session, StopFlag
+from tfm.training.state import Progress
+
+log = logging.getLogger("bench.train_speed")
+COMPUTE = ("forward", "loss", "backward", "clip", "optimizer")
+
+
+@contextlib.contextmanager
+def stopwatches(session: Session, parallel: DataParallel) -> Iterator[dict[str, float]]:
+    """Seconds spent in each piece of the training step, accumulated while inside the block."""
+    spent: dict[str, float] = defaultdict(float)
+
+    def timing(name, fn):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - start
+
+        return wrapper
+
+    started: list[float] = []
+
+    def forward_done(*_) -> None:
+        spent["forward"] += time.perf_counter() - started.pop()
+
+    hooks = [
+        session.model.register_forward_pre_hook(lambda *_: started.append(time.perf_counter())),
+        session.model.register_forward_hook(forward_done),
+    ]
+    patches = [
+        (loop, "collate", timing("collate", loop.collate)),
+        (loop, "token_loss_sum", timing("loss", loop.token_loss_sum)),
+        (batching.Batch, "to", timing("to(device)", batching.Batch.to)),
+        (torch.nn.utils, "clip_grad_norm_", timing("clip", torch.nn.utils.clip_grad_norm_)),
+        (parallel, "backward", timing("backward", parallel.backward)),
+        (session.optimizer, "step", timing("optimizer", session.optimizer.step)),
+    ]
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    for obj, name, fn in patches:
+        setattr(obj, name, fn)
+    try:
+        yield spent
+    finally:
+        for obj, name, fn in saved:
+            setattr(obj, name, fn)
+        del session.optimizer.step, parallel.backward  # instance attributes: back to the class's
+        for hook in hooks:
+            hook.remove()
+
+
+def overhead_and_memory(session: Session, parallel: DataParallel, args) -> None:
+    """(a) and (c): epochs over the first `args.subset` training pairs."""
+    split = session.train_split
+    n = min(args.subset, len(split))
+    sampler = batching.TokenBatchSampler(
+        [len(s) for s in split.src[:n]], [len(t) for t in split.tgt[:n]],
+        max_tokens=session.config.train.max_tokens, seed=0,
+    )  # fmt: skip
+    print(f"(a, c) {args.epochs} epochs over {n} training pairs, {len(sampler)} steps an epoch")
+    print(f"  before training: RSS {rss_mib()[0]:.0f} MiB")
+    shares, totals = [], defaultdict(float)
+    for epoch in range(args.epochs):
+        for k, batch in enumerate(sampler.epoch(epoch)):
+            with stopwatches(session, parallel) as spent:
+                start = time.perf_counter()
+                loop._optimizer_step(session, parallel, [batch])
+                spent["step"] = time.perf_counter() - start
+            if epoch == 0 and k == 0:
+                continue  # the first step allocates and warms up
+            shares.append(1 - sum(spent[c] for c in COMPUTE) / spent["step"])
+            for name, seconds in spent.items():
+                totals[name] += seconds
+        current, peak = rss_mib()
+        print(f"  epoch {epoch + 1} end: RSS {current:.0f} MiB, peak {peak:.0f} MiB")
+    step = totals.pop("step")
+    parts = ", ".join(f"{name} {100 * s / step:.1f}%" for name, s in totals.items())
+    print(f"  step time: {parts}")
+    mean = 1 - sum(totals[c] for c in COMPUTE) / step
+    median = statistics.median(shares)
+    print(f"  outside forward/loss/backward/clip/optimizer: median {100 * median:.2f}% of a "
+          f"step (mean {100 * mean:.2f}%), goal < 5%")  # fmt: skip
+
+
+def padding(session: Session) -> None:
+    """(b): real tokens among the padded src and tgt tensors of one epoch's batches."""
+    split = session.train_split
+    src, tgt = [len(s) for s in split.src], [len(t) for t in split.tgt]
+    batches = session.sampler.epoch(0)
+    share = padding_share(src, tgt, batches)
+    print(f"(b) real tokens in training batches: {100 * share:.1f}% over {len(batches)} batches "
+          f"at max_tokens={session.config.train.max_tokens}, goal >= 90%")  # fmt: skip
+
+
+def profile_step(session: Session, parallel: DataParallel, rows: int) -> None:
+    """The top costs of one float32 training step by self CPU time."""
+    batch = session.sampler.epoch(0)[0]
+    loop._optimizer_step(session, parallel, [batch])  # warm
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        loop._optimizer_step(session, parallel, [batch])
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+    print("profile of one step (self CPU time):\n" + table)
+
+
+def twin(session: Session, initial: dict, dtype: torch.dtype) -> tuple[Session, DataParallel]:
+    """A fresh copy of the session's model and optimizer from `initial` weights, in `dtype`."""
+    model = copy.deepcopy(session.model)
+    model.load_state_dict(initial)
+    copy_ = dataclasses.replace(
+        session, model=model, optimizer=build_optimizer(model, session.config), dtype=dtype,
+        progress=Progress(),
+    )  # fmt: skip
+    return copy_, DataParallel(Replicas(), copy_, StopFlag())
+
+
+def bf16_against_fp32(session: Session, initial: dict, args) -> None:
+    """(d): the two precisions alternate step by step over the same batches."""
+    twins = {dtype: twin(session, initial, dtype) for dtype in (torch.float32, torch.bfloat16)}
+    batches = session.sampler.epoch(1)[: args.steps]
+    ratios, seconds = [], defaultdict(list)
+    for k, batch in enumerate(batches):
+        order = list(twins) if k % 2 == 0 else list(reversed(twins))
+        for dtype in order:
+            start = time.perf_counter()
+            loop._optimizer_step(*twins[dtype], [batch])
+            seconds[dtype].append(time.perf_counter() - start)
+        if k > 0:
+            ratios.append(seconds[torch.float32][-1] / seconds[torch.bfloat16][-1])
+        if (k + 1) % 25 == 0:
+            log.info("step %d: bf16 / fp32 speed so far %s", k + 1, summary(ratios))
+    val = session.validation_split
+    losses = {
+        dtype: teacher_forced_loss(s.model, val, DecodeSettings(dtype=torch.float32))
+        for dtype, (s, _) in twins.items()
+    }
+    fp32, bf16 = losses[torch.float32], losses[torch.bfloat16]
+    fp32_s, bf16_s = (statistics.median(seconds[d]) for d in (torch.float32, torch.bfloat16))
+    print(f"(d) {len(batches)} steps each, interleaved: fp32 {fp32_s:.2f} s/step, "
+          f"bf16 {bf16_s:.2f} s/step")  # fmt: skip
+    print(f"  bf16 / fp32 speed: {summary(ratios)}   goal >= 2x")
+    print(f"  validation loss after {len(batches)} steps (scored in fp32, {len(val)} pairs): "
+          f"fp32 {fp32:.4f}, bf16 {bf16:.4f} ({100 * (bf16 - fp32) / fp32:+.2f}%), "
+          "goal within 2%")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run of each part")
+    parser.add_argument("--subset", type=int, default=1500, help="training pairs for (a, c)")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs over the subset for (a, c)")
+    parser.add_argument("--steps", type=int, default=30, help="steps per precision for (d)")
+    parser.add_argument("--profile-rows", type=int, default=15, help="0 skips the profile")
+    parser.add_argument("--only", choices=["a", "b", "c", "d", "profile"], nargs="*")
+    args = parser.parse_args()
+    if args.quick:
+        args.subset, args.epochs, args.steps = 600, 2, 6
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    parts = set(args.only or ["a", "b", "c", "d", "profile"])
+    print(machine())
+    with training_session(["train.warmup_steps=100", "train.lr=0.001"]) as (session, parallel):
+        initial = copy.deepcopy(session.model.state_dict())
+        if "b" in parts:
+            padding(session)
+        if parts & {"a", "c"}:
+            overhead_and_memory(session, parallel, args)
+        if "d" in parts:
+            bf16_against_fp32(session, initial, args)
+        if "profile" in parts and args.profile_rows:
+            profile_step(session, parallel, args.profile_rows)
+    print("load average at the end:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
