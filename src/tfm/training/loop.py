@@ -60,9 +60,8 @@ def train(
 
 
 def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> TrainResult:
-    config = session.config
     bar = tqdm(
-        total=config.train.max_steps,
+        total=_planned_steps(session, parallel),
         initial=session.progress.step,
         disable=not progress_bar or not parallel.is_main,
         unit="step",
@@ -88,6 +87,17 @@ def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> T
         interrupted_by=parallel.stop.signal_name,
         rank=parallel.replicas.rank,
     )
+
+
+def _planned_steps(session: Session, parallel: DataParallel) -> int | None:
+    """The step count the step and epoch budgets allow (for the progress bar), or None."""
+    t = session.config.train
+    per_step = t.accumulate * parallel.replicas.world_size
+    by_epochs = None
+    if t.max_epochs is not None:
+        by_epochs = t.max_epochs * (len(session.sampler) // per_step)
+    budgets = [n for n in (t.max_steps, by_epochs) if n is not None]
+    return min(budgets) if budgets else None
 
 
 def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
