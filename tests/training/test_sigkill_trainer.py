@@ -1,0 +1,44 @@
+"""SIGKILL the real trainer at random moments, ten times: the newest checkpoint always loads, and
+`--resume` always continues from it."""
+
+import random
+import signal
+import time
+
+from test_interrupt import losses, tfm, write_config
+
+from tfm.checkpoint import CheckpointStore, load_checkpoint
+
+KILLS = 10
+
+
+def test_sigkill_at_random_moments_never_leaves_an_unloadable_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    # A checkpoint (and last.pt, best.pt) at every second step, so kills land during saves too.
+    config = write_config(tmp_path, run, max_steps=10_000, validate_every=2, keep_last=2)
+    rng = random.Random(7)
+    resumed_steps = []
+    for attempt in range(KILLS):
+        args = ["train", "--config", str(config), "--no-progress"]
+        proc = tfm(*args, *(["--resume"] if attempt else []))
+        before = set((run / "checkpoints").glob("*.pt"))
+        deadline = time.monotonic() + 120
+        while not set((run / "checkpoints").glob("*.pt")) - before:  # wait for a new one
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no new checkpoint appeared"
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+        latest = CheckpointStore(run / "checkpoints", keep_last=2, keep_best=1).latest_loadable()
+        assert latest is not None
+        step = latest.state["progress"]["step"]
+        assert latest.path.name == f"step-{step:08d}.pt"
+        for name in ("last.pt", "best.pt"):
+            if (run / name).exists():
+                assert load_checkpoint(run / name)["model"]
+        resumed_steps.append(step)
+    assert resumed_steps == sorted(resumed_steps), "a resume went backwards"
+    assert len(set(resumed_steps)) == KILLS, "every resume made progress"
+    assert all(loss > 0 for _, loss in losses(run))
