@@ -10,8 +10,8 @@ class PositionwiseFeedForward(nn.Module):
     """Eq. (2), applied to each position separately and identically: D -> F -> D.
 
     Deviation from §3.3: `activation="gelu"` replaces the ReLU (max(0, .)) if asked; "relu" is the
-    default and the paper's choice. No dropout inside: the paper has none there (nn.Transformer
-    adds one after the activation).
+    default and the paper's choice. No dropout inside: the paper has none there (PyTorch's
+    Transformer adds one after the activation).
     """
 
     def __init__(self, *, d_model: int, d_ff: int, activation: str = "relu") -> None:
