@@ -114,9 +114,11 @@ def train(
                 "  tfm train --config %s --resume", result.interrupted_by, result.steps, config,
             )  # fmt: skip
             return 143 if result.interrupted_by == "SIGTERM" else 130
-        best = "none" if result.best_score is None else f"{result.best_score:.2f}"
+        metric = cfg.train.early_stopping_metric
+        sign = -1 if metric == "loss" else 1  # a loss is tracked negated, so higher is better
+        best = "none" if result.best_score is None else f"{sign * result.best_score:.2f}"
         log.info("done: %d steps (%s); best validation %s %s at step %s", result.steps,
-                 result.stopped_because, cfg.train.early_stopping_metric, best,
+                 result.stopped_because, metric, best,
                  result.best_step)  # fmt: skip
         if result.rank == 0:  # under torchrun, one line from the whole job
             typer.echo(result.run_dir)
