@@ -327,6 +327,14 @@ class CheckpointStore:
         ranked = self._ranked(self._entries())
         return self.directory / ranked[0].file if ranked else None
 
+    def newest(self, n: int) -> list[Path]:
+        """The `n` most recently saved checkpoints, oldest first."""
+        return [self.directory / entry.file for entry in self._entries()[-n:]]
+
+    def top(self, n: int) -> list[Path]:
+        """The `n` best-scoring checkpoints, best first."""
+        return [self.directory / entry.file for entry in self._ranked(self._entries())[:n]]
+
     def _ranked(self, entries: list[_Entry]) -> list[_Entry]:
         scored = [entry for entry in entries if entry.score is not None]
         sign = -1.0 if self.mode == "max" else 1.0

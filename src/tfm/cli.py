@@ -301,5 +301,25 @@ def data_check(
     _guard(body)
 
 
+@app.command()
+def average(
+    out: Annotated[Path, typer.Option("--out", help="New run directory for the averaged model.")],
+    run: RunOption = None,
+    last: Annotated[int | None, typer.Option(min=1, help="Average the N newest.")] = None,
+    best: Annotated[int | None, typer.Option(min=1, help="Average the N best.")] = None,
+) -> None:
+    """Average checkpoints of a run (§6.1) into a new run directory; prints its path."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.averaging import average_checkpoints
+        from tfm.run import find_run
+
+        typer.echo(average_checkpoints(find_run(run), out, last=last, best=best))
+        return 0
+
+    _guard(body)
+
+
 def main() -> None:
     app()

@@ -87,15 +87,23 @@ def find_run(run: str | Path | None, cwd: Path | None = None) -> RunPaths:
 def save_model(
     path: Path, model: torch.nn.Module, model_args: dict, *, step: int, tokenizer_fingerprint: str
 ) -> None:
-    """Write model weights with what is needed to rebuild the model, atomically."""
-    for name, tensor in model.state_dict().items():
+    """Write a model's weights with what is needed to rebuild it, atomically."""
+    save_weights(
+        path, model.state_dict(), model_args, step=step, tokenizer_fingerprint=tokenizer_fingerprint
+    )
+
+
+def save_weights(
+    path: Path, weights: dict, model_args: dict, *, step: int, tokenizer_fingerprint: str
+) -> None:
+    """Write a state dict as a model file; refuses non-finite weights."""
+    for name, tensor in weights.items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise CheckpointError(f"refusing to write {path}: parameter {name} is not finite")
-    weights = {name: t.detach().to("cpu") for name, t in model.state_dict().items()}
     state = {
         "kind": "model",
         "model_args": model_args,
-        "model": weights,
+        "model": {name: t.detach().to("cpu") for name, t in weights.items()},
         "step": step,
         "tokenizer_fingerprint": tokenizer_fingerprint,
     }

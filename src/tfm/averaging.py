@@ -1,0 +1,66 @@
+"""Checkpoint averaging: the element-wise mean of the weights of several checkpoints of one run.
+
+§6.1 averages the last 5 (base) or 20 (big) checkpoints. The result is a normal run directory
+(config, tokenizer, `best.pt` = the average) that `tfm eval` and `tfm translate` accept.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import torch
+
+from tfm.checkpoint import CheckpointStore, load_checkpoint
+from tfm.errors import UsageError
+from tfm.run import RunPaths, save_weights
+
+log = logging.getLogger(__name__)
+
+
+def average_checkpoints(
+    paths: RunPaths, out: Path, *, last: int | None = None, best: int | None = None
+) -> Path:
+    """Average the `last` newest or `best` best checkpoints of a run into a new run dir `out`."""
+    if (last is None) == (best is None):
+        raise UsageError("give exactly one of --last N or --best N")
+    count = last if last is not None else best
+    store = CheckpointStore(paths.checkpoints)
+    chosen = store.newest(count) if last is not None else store.top(count)
+    if len(chosen) < count:
+        raise UsageError(
+            f"{paths.checkpoints} holds {len(chosen)} usable checkpoint(s), fewer than {count}; "
+            "train with a larger train.keep_last / train.keep_best"
+        )
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"{out} already exists; choose a new directory for the averaged model")
+    total: dict[str, torch.Tensor] = {}
+    first: dict = {}
+    step = 0
+    for path in chosen:
+        state = load_checkpoint(path)
+        first = first or state
+        step = max(step, state["progress"]["step"])
+        if state["model_args"] != first["model_args"]:
+            raise UsageError(f"{path} has a different model shape from {chosen[0]}")
+        for name, tensor in state["model"].items():
+            value = tensor.double() if tensor.is_floating_point() else tensor
+            total[name] = total[name] + value if name in total else value.clone()
+    averaged = {
+        name: (t / len(chosen)).to(first["model"][name].dtype) if t.is_floating_point() else t
+        for name, t in total.items()
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("config.yaml", "tokenizer.json"):
+        shutil.copy2(paths.root / name, out / name)
+    save_weights(
+        RunPaths(out).best,
+        averaged,
+        first["model_args"],
+        step=step,
+        tokenizer_fingerprint=first["tokenizer_fingerprint"],
+    )
+    log.info("averaged %d checkpoints (%s) into %s", len(chosen),
+             ", ".join(p.name for p in chosen), out)  # fmt: skip
+    return out

@@ -1,0 +1,72 @@
+"""Checkpoint averaging gives the element-wise mean, as a run that eval and translate accept."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tfm.checkpoint import CheckpointStore, load_checkpoint
+from tfm.cli import app
+from tfm.config import load_config
+from tfm.training import train
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("avg") / "run"
+    sets = [
+        f"run_dir={run}",
+        "data.toy.n_train=120",
+        "data.toy.n_validation=6",
+        "data.toy.n_test=6",
+        "tokenizer.vocab_size=150",
+        "model.d_model=16",
+        "model.n_heads=2",
+        "model.n_encoder_layers=1",
+        "model.n_decoder_layers=1",
+        "model.d_ff=32",
+        "train.max_tokens=800",
+        "train.max_steps=4",
+        "train.validate_every=1",
+        "train.keep_last=3",
+        "train.warmup_steps=2",
+        "decoding.max_len_b=2",
+    ]
+    train(load_config(None, sets), progress_bar=False)
+    return run
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_average_of_the_last_three_is_their_mean(run, tmp_path):
+    newest = CheckpointStore(run / "checkpoints").newest(3)
+    assert [p.name for p in newest] == [f"step-{s:08d}.pt" for s in (2, 3, 4)]
+    result = invoke("average", "--run", str(run), "--last", "3", "--out", str(tmp_path / "a"))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(tmp_path / "a")
+    averaged = load_checkpoint(tmp_path / "a" / "best.pt")["model"]
+    states = [load_checkpoint(p)["model"] for p in newest]
+    for name, tensor in averaged.items():
+        expected = sum(s[name].double() for s in states) / 3
+        torch.testing.assert_close(tensor, expected.float(), rtol=0, atol=1e-7)
+    assert not torch.equal(averaged["decoder.layers.0.feed_forward.w_1.weight"],
+                           states[-1]["decoder.layers.0.feed_forward.w_1.weight"])  # fmt: skip
+    scores = json.loads(invoke("eval", "--run", str(tmp_path / "a"), "--json").stdout)
+    assert scores["sentences"] == 6
+
+
+def test_average_of_one_is_that_checkpoint(run, tmp_path):
+    invoke("average", "--run", str(run), "--last", "1", "--out", str(tmp_path / "one"))
+    averaged = load_checkpoint(tmp_path / "one" / "best.pt")["model"]
+    newest = load_checkpoint(CheckpointStore(run / "checkpoints").newest(1)[0])["model"]
+    assert all(torch.equal(averaged[k], newest[k]) for k in newest)
+
+
+def test_asking_for_more_than_kept_is_a_usage_error(run, tmp_path):
+    result = invoke("average", "--run", str(run), "--last", "9", "--out", str(tmp_path / "x"))
+    assert result.exit_code == 2 and "fewer than 9" in result.stderr
+    result = invoke("average", "--run", str(run), "--out", str(tmp_path / "x"))
+    assert result.exit_code == 2 and "exactly one of --last N or --best N" in result.stderr
