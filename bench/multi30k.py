@@ -1,0 +1,95 @@
+"""Train and evaluate Multi30k in both directions from the local copy; one table row per run.
+
+    PYTHONPATH=src python bench/multi30k.py --minutes 60            # de->en and en->de, CPU
+    PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
+
+Each run trains `configs/multi30k.yaml` with its three splits pointed at ../shared/data/multi30k
+(train, val, test2016), for at most --minutes, then scores test2016 with greedy and beam search
+(and, with --average N, the average of the last N checkpoints). Rows are Markdown: direction,
+decoding, cased sacreBLEU (its default: detokenized, 13a) with signature, lowercased BLEU, chrF,
+training minutes, device, parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "multi30k"
+
+
+def tfm(*args: str) -> str:
+    """Run the tfm CLI (this checkout's source), returning stdout; stderr passes through."""
+    cmd = [sys.executable, "-m", "tfm", *args]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    return done.stdout.strip()
+
+
+def data_overrides(src: str, tgt: str) -> list[str]:
+    sets = [f"data.src_lang={src}", f"data.tgt_lang={tgt}"]
+    for split, name in (("train", "train"), ("validation", "val"), ("test", "test2016")):
+        sets.append(f"data.{split}={{format: text, path: {DATA / name}}}")
+    return sets
+
+
+def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
+    src, tgt = direction.split("-")
+    run = Path(args.runs) / f"multi30k-{direction}"
+    sets = data_overrides(src, tgt) + [f"run_dir={run}", f"train.max_minutes={args.minutes}"]
+    sets += args.set or []
+    started = time.monotonic()
+    command = ["train", "--config", str(ROOT / "configs" / "multi30k.yaml"), "--overwrite"]
+    tfm(*command, "--no-progress", *[x for s in sets for x in ("--set", s)])
+    minutes = (time.monotonic() - started) / 60
+    runs = [("greedy", str(run), 1), (f"beam {args.beam}", str(run), args.beam)]
+    if args.average:
+        averaged = f"{run}-avg{args.average}"
+        tfm("average", "--run", str(run), "--last", str(args.average), "--out", averaged)
+        runs.append((f"beam {args.beam}, avg last {args.average}", averaged, args.beam))
+    rows = []
+    for decoding, run_dir, beam in runs:
+        scores = json.loads(tfm("eval", "--run", run_dir, "--json", "--beam-size", str(beam)))
+        signature = scores["bleu_signature"].replace("|", "\\|")  # a table cell
+        rows.append(
+            f"| {src}→{tgt} | {decoding} | {scores['bleu']:.1f} ({signature}) | "
+            f"{scores['bleu_lowercase']:.1f} | {scores['chrf']:.1f} | {minutes:.0f} | "
+            f"{args.device_name} | {parameters(run)} |"
+        )
+    return rows
+
+
+def parameters(run: Path) -> str:
+    import torch
+
+    state = torch.load(run / "best.pt", weights_only=True, map_location="cpu")
+    unique = {t.data_ptr(): t.numel() for t in state["model"].values()}
+    return f"{sum(unique.values()) / 1e6:.1f}M"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--directions", nargs="+", default=["de-en", "en-de"])
+    parser.add_argument("--minutes", type=float, default=60)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--average", type=int, default=0, help="also average the last N")
+    parser.add_argument("--runs", default="runs/bench")
+    parser.add_argument("--device-name", default="2-core CPU")
+    parser.add_argument("--set", action="append", help="extra config overrides")
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        sys.exit(f"Multi30k not found at {DATA}")
+    print("| direction | decoding | BLEU (cased, sacreBLEU) | BLEU (lowercased) | chrF | "
+          "train min | device | parameters |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for direction in args.directions:
+        for row in run_direction(direction, args):
+            print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
