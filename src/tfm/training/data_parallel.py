@@ -149,10 +149,10 @@ class DataParallel:
         """Validate and checkpoint on process 0; True when early stopping says stop."""
         session = self.session
         if not self.replicas.active:
-            return session.validate_and_checkpoint(self.stop)
+            return session.validate_and_checkpoint()
         early = False
         if self.is_main:
-            early = session.validate_and_checkpoint(self.stop)
+            early = session.validate_and_checkpoint()
         else:
             session.validated_step = session.saved_step = session.progress.step
         return bool(self._agree_with(int(early)))

@@ -106,7 +106,7 @@ class Session:
             tokenizer_fingerprint=self.tokenizer.fingerprint(),
         )
 
-    def validate_and_checkpoint(self, stop) -> bool:
+    def validate_and_checkpoint(self) -> bool:
         """Validate, log, keep best.pt and a checkpoint; True when early stopping says stop."""
         t, p = self.config.train, self.progress
         settings = DecodeSettings.from_config(self.config.decoding, self.device, self.dtype)
