@@ -8,32 +8,14 @@ from typer.testing import CliRunner
 
 from tfm.checkpoint import CheckpointStore, load_checkpoint
 from tfm.cli import app
-from tfm.config import load_config
 from tfm.training import train
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, tiny_config):
     run = tmp_path_factory.mktemp("avg") / "run"
-    sets = [
-        f"run_dir={run}",
-        "data.toy.n_train=120",
-        "data.toy.n_validation=6",
-        "data.toy.n_test=6",
-        "tokenizer.vocab_size=150",
-        "model.d_model=16",
-        "model.n_heads=2",
-        "model.n_encoder_layers=1",
-        "model.n_decoder_layers=1",
-        "model.d_ff=32",
-        "train.max_tokens=800",
-        "train.max_steps=4",
-        "train.validate_every=1",
-        "train.keep_last=3",
-        "train.warmup_steps=2",
-        "decoding.max_len_b=2",
-    ]
-    train(load_config(None, sets), progress_bar=False)
+    config = tiny_config(run, max_steps=4, validate_every=1, keep_last=3)
+    train(config, progress_bar=False)
     return run
 
 

@@ -8,29 +8,8 @@ import pytest
 import torch
 
 from tfm.checkpoint import load_checkpoint
-from tfm.config import load_config
 from tfm.errors import CheckpointError, TrainingError
 from tfm.training import loop, session, train
-
-
-def tiny_config(run_dir, **train_keys):
-    sets = [
-        f"run_dir={run_dir}",
-        "data.toy.n_train=120",
-        "data.toy.n_validation=6",
-        "data.toy.n_test=6",
-        "tokenizer.vocab_size=150",
-        "model.d_model=16",
-        "model.n_heads=2",
-        "model.n_encoder_layers=1",
-        "model.n_decoder_layers=1",
-        "model.d_ff=32",
-        "train.max_tokens=800",
-        "train.log_every=1",
-        "train.warmup_steps=2",
-        "decoding.max_len_b=2",
-    ]
-    return load_config(None, sets + [f"train.{k}={v}" for k, v in train_keys.items()])
 
 
 def nan_at(steps: set[int], counter: list[int]):
@@ -45,7 +24,7 @@ def nan_at(steps: set[int], counter: list[int]):
     return loss
 
 
-def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch):
+def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch, tiny_config):
     monkeypatch.setattr(loop, "token_loss_sum", nan_at({2, 3}, [0]))
     result = train(tiny_config(tmp_path / "run", max_steps=5), progress_bar=False)
     assert result.steps == 5
@@ -57,7 +36,7 @@ def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch):
     assert all(math.isfinite(e["train_loss"]) for e in logged if "train_loss" in e)
 
 
-def test_too_many_in_a_row_stop_with_step_lr_and_remedies(tmp_path, monkeypatch):
+def test_too_many_in_a_row_stop_with_step_lr_and_remedies(tmp_path, monkeypatch, tiny_config):
     monkeypatch.setattr(loop, "token_loss_sum", nan_at(set(range(3, 100)), [0]))
     with pytest.raises(TrainingError) as info:
         train(tiny_config(tmp_path / "run", max_steps=20, max_nonfinite=3), progress_bar=False)
@@ -66,7 +45,7 @@ def test_too_many_in_a_row_stop_with_step_lr_and_remedies(tmp_path, monkeypatch)
     assert "lr " in message and "train.lr" in message
 
 
-def test_nan_validation_score_is_never_best(tmp_path, monkeypatch):
+def test_nan_validation_score_is_never_best(tmp_path, monkeypatch, tiny_config):
     real = session.evaluate_split
 
     def nan_bleu(*args, **kwargs):

@@ -1,0 +1,32 @@
+"""Fixtures shared across test folders."""
+
+import pytest
+
+from tfm.config import Config, load_config
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    """Factory: a config for a 1+1-layer, d_model-16 model on 120 toy pairs (trains in seconds);
+    keyword arguments override `train.*` keys."""
+
+    def make(run_dir, **train_keys) -> Config:
+        sets = [
+            f"run_dir={run_dir}",
+            "data.toy.n_train=120",
+            "data.toy.n_validation=6",
+            "data.toy.n_test=6",
+            "tokenizer.vocab_size=150",
+            "model.d_model=16",
+            "model.n_heads=2",
+            "model.n_encoder_layers=1",
+            "model.n_decoder_layers=1",
+            "model.d_ff=32",
+            "train.max_tokens=800",
+            "train.log_every=1",
+            "train.warmup_steps=2",
+            "decoding.max_len_b=2",
+        ]
+        return load_config(None, sets + [f"train.{k}={v}" for k, v in train_keys.items()])
+
+    return make
