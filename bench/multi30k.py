@@ -1,9 +1,10 @@
 """Train and evaluate Multi30k in both directions from the local copy; one table row per run.
 
     PYTHONPATH=src python bench/multi30k.py --minutes 60            # de->en and en->de, CPU
+    PYTHONPATH=src python bench/multi30k.py --config configs/multi30k_cpu.yaml --average 5
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
 
-Each run trains `configs/multi30k.yaml` with its three splits pointed at ../shared/data/multi30k
+Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at ../shared/data/multi30k
 (train, val, test2016), for at most --minutes, then scores test2016 with greedy and beam search
 (and, with --average N, the average of the last N checkpoints). Rows are Markdown: direction,
 decoding, cased sacreBLEU (its default: detokenized, 13a) with signature, lowercased BLEU, chrF,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -43,13 +45,15 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
     sets = data_overrides(src, tgt) + [f"run_dir={run}", f"train.max_minutes={args.minutes}"]
     sets += args.set or []
     started = time.monotonic()
-    command = ["train", "--config", str(ROOT / "configs" / "multi30k.yaml"), "--overwrite"]
+    command = ["train", "--config", args.config, "--overwrite"]
     tfm(*command, "--no-progress", *[x for s in sets for x in ("--set", s)])
     minutes = (time.monotonic() - started) / 60
     runs = [("greedy", str(run), 1), (f"beam {args.beam}", str(run), args.beam)]
     if args.average:
         averaged = f"{run}-avg{args.average}"
+        shutil.rmtree(averaged, ignore_errors=True)  # from an earlier run of this script
         tfm("average", "--run", str(run), "--last", str(args.average), "--out", averaged)
+        runs.append((f"greedy, avg last {args.average}", averaged, 1))
         runs.append((f"beam {args.beam}, avg last {args.average}", averaged, args.beam))
     rows = []
     for decoding, run_dir, beam in runs:
@@ -74,6 +78,7 @@ def parameters(run: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--directions", nargs="+", default=["de-en", "en-de"])
+    parser.add_argument("--config", default=str(ROOT / "configs" / "multi30k.yaml"))
     parser.add_argument("--minutes", type=float, default=60)
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--average", type=int, default=0, help="also average the last N")

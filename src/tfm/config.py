@@ -131,6 +131,7 @@ class TrainConfig(StrictModel):
     label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
     clip_norm: float | None = Field(1.0, gt=0)
     validate_every: int = Field(1000, ge=1)  # steps
+    checkpoint_every: int | None = Field(None, ge=1)  # steps; extra checkpoints for averaging
     validation_samples: int = Field(3, ge=0)  # sample translations logged at each validation
     early_stopping_metric: Literal["bleu", "chrf", "loss"] = "bleu"
     patience: int | None = Field(None, ge=1)  # validations without improvement; None: off

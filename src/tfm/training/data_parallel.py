@@ -157,6 +157,13 @@ class DataParallel:
             session.validated_step = session.saved_step = session.progress.step
         return bool(self._agree_with(int(early)))
 
+    def checkpoint(self) -> None:
+        """Save an unscored checkpoint (no validation) on process 0: material for averaging."""
+        if self.is_main:
+            self.session.save_checkpoint(score=None)
+        else:
+            self.session.saved_step = self.session.progress.step
+
     def wait_for_main(self) -> None:
         """Under torchrun, return only when process 0 has written its last checkpoint."""
         if self.replicas.active:

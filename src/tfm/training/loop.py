@@ -159,6 +159,8 @@ def _after_step(session: Session, parallel: DataParallel, started: float) -> str
             return "early_stopping"
         if stop.requested:
             return "interrupted"
+    elif t.checkpoint_every is not None and p.step % t.checkpoint_every == 0:
+        parallel.checkpoint()
     if out_of_steps:
         return "max_steps"
     if out_of_time:
