@@ -11,7 +11,9 @@ sentence (DecodeSettings); by default the model is untrained (`--train-steps 0`)
 model practically never emits EOS, so every sentence runs to that limit: a fixed, known amount of
 work per sentence, the same for all variants (the mean output length is printed). With
 `--train-steps N` the model first trains N steps with tfm's own training step, so lengths become
-realistic (and shorter).
+realistic (and shorter); `--run DIR` decodes with a trained run's model and tokenizer instead
+(e.g. `bench/multi30k.py`'s), which is how beam search behaves in use: sentences end at EOS, and
+beam search stops a sentence as soon as no live beam can beat its finished ones.
 
 Rounds interleave the variants (A B, then B A, ...): each round decodes the whole set with
 `translate_ids` and a new sample of `--uncached-per-round` sentences one at a time (the naive way
@@ -27,6 +29,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 from _multi30k import machine, summary, training_session
@@ -35,6 +38,7 @@ from tfm.data.batching import inference_batches, pad
 from tfm.data.pipeline import encode_split, load_texts
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tfm.evaluation import DecodeSettings, translate_ids
+from tfm.run import RunPaths, load_trained
 from tfm.training.loop import _optimizer_step
 from tfm.transformer import Transformer, beam_search, greedy_decode_uncached
 
@@ -141,13 +145,23 @@ def compare_beam(model, sources, settings, rounds: int, beam: int) -> None:
     print(f"  beam time / greedy time: {summary(ratios)}   goal <= 4x")
 
 
+def compare(model: Transformer, sources: Sequence[list[int]], args: argparse.Namespace) -> None:
+    settings = DecodeSettings()
+    if args.uncached_per_round:
+        compare_greedy(model, sources, settings, args.rounds, args.uncached_per_round)
+    if args.beam:
+        compare_beam(model, sources, settings, args.rounds, args.beam)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="200 sentences, 2 rounds, 8 naive")
     parser.add_argument("--sentences", type=int, default=1000, help="test2016 sentences to use")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds per comparison")
-    parser.add_argument("--uncached-per-round", type=int, default=25, help="naive sentences")
+    parser.add_argument("--uncached-per-round", type=int, default=25,
+                        help="naive sentences per round; 0 skips the naive comparison")  # fmt: skip
     parser.add_argument("--train-steps", type=int, default=0, help="train the model first")
+    parser.add_argument("--run", help="decode with this trained run's model and tokenizer")
     parser.add_argument("--beam", type=int, default=5, help="beam size; 0 skips beam search")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
@@ -157,16 +171,20 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(machine())
-    with training_session(["train.warmup_steps=100", "train.lr=0.001"]) as (session, parallel):
-        brief_training(session, parallel, args.train_steps)
-        src, tgt, report = load_texts(session.config.data, "test")
-        test = encode_split("test", src, tgt, report, session.tokenizer)
-        sources = test.src[: args.sentences]
-        model, settings = session.model, DecodeSettings()
-        print(f"model trained {args.train_steps} steps; limit floor(1.5 * S + 10) tokens")
-        compare_greedy(model, sources, settings, args.rounds, args.uncached_per_round)
-        if args.beam:
-            compare_beam(model, sources, settings, args.rounds, args.beam)
+    if args.run:
+        trained = load_trained(RunPaths(Path(args.run)), torch.device("cpu"))
+        src, tgt, report = load_texts(trained.config.data, "test")
+        test = encode_split("test", src, tgt, report, trained.tokenizer)
+        print(f"model of {args.run} (step {trained.step}); limit floor(1.5 * S + 10) tokens")
+        compare(trained.model, test.src[: args.sentences], args)
+    else:
+        overrides = ["train.warmup_steps=100", "train.lr=0.001"]
+        with training_session(overrides) as (session, parallel):
+            brief_training(session, parallel, args.train_steps)
+            src, tgt, report = load_texts(session.config.data, "test")
+            test = encode_split("test", src, tgt, report, session.tokenizer)
+            print(f"model trained {args.train_steps} steps; limit floor(1.5 * S + 10) tokens")
+            compare(session.model, test.src[: args.sentences], args)
     print("load average at the end:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
 
 
