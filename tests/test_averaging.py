@@ -52,3 +52,17 @@ def test_asking_for_more_than_kept_is_a_usage_error(run, tmp_path):
     assert result.exit_code == 2 and "fewer than 9" in result.stderr
     result = invoke("average", "--run", str(run), "--out", str(tmp_path / "x"))
     assert result.exit_code == 2 and "exactly one of --last N or --best N" in result.stderr
+
+
+def test_checkpoint_every_adds_unscored_checkpoints_between_validations(tmp_path, tiny_config):
+    run = tmp_path / "run"
+    train(tiny_config(run, max_steps=7, validate_every=5, checkpoint_every=2, keep_last=9),
+          progress_bar=False)  # fmt: skip
+    index = json.loads((run / "checkpoints" / "index.json").read_text())["checkpoints"]
+    assert [(c["step"], c["score"] is not None) for c in index] == [
+        (2, False), (4, False), (5, True), (6, False), (7, True)
+    ]  # fmt: skip
+    validated = [json.loads(line)["step"] for line in (run / "metrics.jsonl").open()
+                 if "val_bleu" in line]  # fmt: skip
+    assert validated == [5, 7]
+    assert load_checkpoint(run / "checkpoints" / "step-00000004.pt")["progress"]["step"] == 4
