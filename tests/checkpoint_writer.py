@@ -14,7 +14,7 @@ import traceback
 
 import torch
 
-from tfm.checkpoint import CheckpointStore
+from tfm.checkpoint_store import CheckpointStore
 
 SIZE = 1_000_000  # 4 MB of float32: a write takes long enough to be killed in the middle
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tfm.checkpoint import CheckpointStore, load_checkpoint
+from tfm.checkpoint import load_checkpoint
+from tfm.checkpoint_store import CheckpointStore
 from tfm.cli import app
 from tfm.training import train
 

@@ -19,13 +19,13 @@ import torch
 from tfm import checkpoint
 from tfm.checkpoint import (
     FORMAT_VERSION,
-    CheckpointStore,
     CorruptCheckpointError,
     atomic_save,
     atomic_write_text,
     load_checkpoint,
     save_checkpoint,
 )
+from tfm.checkpoint_store import CheckpointStore
 from tfm.errors import CheckpointError
 
 HELPER = Path(__file__).with_name("checkpoint_writer.py")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import torch
 
-from tfm.checkpoint import CheckpointStore, load_checkpoint
+from tfm.checkpoint import load_checkpoint
+from tfm.checkpoint_store import CheckpointStore
 from tfm.errors import UsageError
 from tfm.run import RunPaths, save_weights
 

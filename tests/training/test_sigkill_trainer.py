@@ -7,7 +7,8 @@ import time
 
 from test_interrupt import losses, tfm, write_config
 
-from tfm.checkpoint import CheckpointStore, load_checkpoint
+from tfm.checkpoint import load_checkpoint
+from tfm.checkpoint_store import CheckpointStore
 
 KILLS = 10
 

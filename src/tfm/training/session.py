@@ -12,7 +12,8 @@ from pathlib import Path
 
 import torch
 
-from tfm.checkpoint import CheckpointStore, LoadedCheckpoint, atomic_write_text
+from tfm.checkpoint import atomic_write_text
+from tfm.checkpoint_store import CheckpointStore, LoadedCheckpoint
 from tfm.config import Config, to_yaml
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.pipeline import EncodedSplit, prepare_splits
