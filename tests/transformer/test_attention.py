@@ -6,7 +6,7 @@ from torch import nn
 from transformer_helpers import copy_attention, randomize
 
 from tfm.transformer import MultiHeadAttention, scaled_dot_product_attention
-from tfm.transformer.attention import KeyValueCache, causal_mask
+from tfm.transformer.attention import causal_mask
 
 B, H, D = 3, 4, 32
 
@@ -118,20 +118,3 @@ def test_d_model_not_divisible_by_n_heads_is_rejected_with_values():
 def test_attention_dropout_out_of_range_is_rejected_with_value():
     with pytest.raises(ValueError, match=r"attention_dropout=1.5"):
         MultiHeadAttention(d_model=8, n_heads=2, attention_dropout=1.5)
-
-
-def test_select_into_spare_buffers_copies_there_and_matches_a_fresh_select():
-    keys = torch.randn(4, 2, 3, 5)
-    cache = KeyValueCache.empty(keys, batch=4, n_heads=2, capacity=6).append(keys, keys * 2)
-    index = torch.tensor([2, 2, 0])
-    spare = KeyValueCache.empty(keys, batch=4, n_heads=2, capacity=6).buffers
-    reused = cache.select(index, into=spare)
-    fresh = cache.select(index)
-    assert reused.buffers.keys.data_ptr() == spare.keys.data_ptr()
-    for a, b in zip(reused.keys_values(), fresh.keys_values(), strict=True):
-        assert torch.equal(a, b)
-    assert torch.equal(reused.keys_values().keys, keys[index])
-    too_short = KeyValueCache.empty(keys, batch=4, n_heads=2, capacity=5).buffers
-    elsewhere = cache.select(index, into=too_short)  # another capacity: a new allocation
-    assert elsewhere.buffers.keys.data_ptr() != too_short.keys.data_ptr()
-    assert torch.equal(elsewhere.keys_values().values, 2 * keys[index])

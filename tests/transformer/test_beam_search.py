@@ -77,38 +77,3 @@ def test_beam_search_scores_at_least_as_well_as_greedy_on_a_trained_model(copy_m
     best_scores = [hypotheses[0].score for hypotheses in beams]
     assert all(b >= g - 1e-5 for b, g in zip(best_scores, greedy_scores, strict=True))
     assert any(b > g + 0.1 for b, g in zip(best_scores, greedy_scores, strict=True))
-
-
-def _count_steps(model: Transformer, monkeypatch) -> list[int]:
-    """Count the model's decode_step calls (the search's steps) from now on."""
-    calls = [0]
-    original = model.decode_step
-
-    def counted(*args, **kwargs):
-        calls[0] += 1
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(model, "decode_step", counted)
-    return calls
-
-
-@pytest.mark.parametrize(("eos_id", "n_best"), [(2, 1), (9, 1), (2, 3), (9, 3)])
-def test_stopping_early_changes_nothing_in_the_result(eos_id, n_best):
-    model = lively_model()
-    src = padded_batch(SOURCE_LENGTHS, vocab_size=V)
-    options = dict(eos_id=eos_id, beam_size=4, n_best=n_best, **OPTIONS)
-    early = beam_search(model, src, **options)
-    full = beam_search(model, src, early_stop=False, **options)
-    assert early == full
-
-
-def test_stopping_early_saves_steps(monkeypatch):
-    model = lively_model()
-    src = padded_batch(SOURCE_LENGTHS, vocab_size=V)
-    options = dict(eos_id=9, beam_size=4, max_len_a=2.0, max_len_b=10)
-    steps = _count_steps(model, monkeypatch)
-    full = beam_search(model, src, early_stop=False, **options)
-    full_steps, steps[0] = steps[0], 0
-    early = beam_search(model, src, **options)
-    assert early == full
-    assert steps[0] < full_steps, (steps[0], full_steps)

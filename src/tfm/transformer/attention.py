@@ -71,35 +71,15 @@ class KeyValueCache:
         buffers.values[:, :, self.length : end] = values
         return KeyValueCache(buffers, end)
 
-    def select(self, index: Tensor, *, into: KeyValue | None = None) -> "KeyValueCache":
-        """Keep the rows `index` (N,) long, in that order: a copy, of the filled positions only.
-
-        `into`: buffers of a cache that is no longer needed (beam search alternates two sets),
-        written instead of allocating new ones when they fit (at least N rows, same capacity,
-        dtype and device); they must not be this cache's own buffers.
-        """
+    def select(self, index: Tensor) -> "KeyValueCache":
+        """Keep the rows `index` (N,) long, in that order: a copy, of the filled positions only."""
         keys, _ = self.buffers
-        n = index.numel()
-        if into is not None and _fits(into.keys, keys, n):
-            selected = KeyValue(into.keys[:n], into.values[:n])
-        else:
-            selected = KeyValueCache.empty(
-                keys, batch=n, n_heads=keys.size(1), capacity=self.capacity
-            ).buffers
-        for old, new in zip(self.keys_values(), selected, strict=True):
+        selected = KeyValueCache.empty(
+            keys, batch=index.numel(), n_heads=keys.size(1), capacity=self.capacity
+        )
+        for old, new in zip(self.keys_values(), selected.buffers, strict=True):
             torch.index_select(old, 0, index, out=new[:, :, : self.length])
-        return KeyValueCache(selected, self.length)
-
-
-def _fits(spare: Tensor, like: Tensor, rows: int) -> bool:
-    """Whether `spare` (B', H, C, K) can hold `rows` rows of a cache shaped like `like`."""
-    return (
-        spare.size(0) >= rows
-        and spare.shape[1:] == like.shape[1:]
-        and spare.dtype == like.dtype
-        and spare.device == like.device
-        and spare.data_ptr() != like.data_ptr()
-    )
+        return KeyValueCache(selected.buffers, self.length)
 
 
 def causal_mask(query_len: int, key_len: int, *, device: torch.device | None = None) -> Tensor:

@@ -159,7 +159,6 @@ def beam_search(
     max_len_a: float = 1.5,
     max_len_b: float = 10,
     n_best: int = 1,
-    early_stop: bool = True,
 ) -> list[list[Hypothesis]]:
     """§6.1 beam search over src_ids (B, S), batched over sentences and beams, with the
     key/value cache reordered as beams are picked. Per sentence, the `n_best` hypotheses, best
@@ -168,11 +167,7 @@ def beam_search(
     Each step extends every live beam by every token and keeps the 2 * beam_size best candidates:
     those ending in EOS among the best beam_size are finished, and the best beam_size others live
     on. A sentence ends once it has beam_size finished hypotheses or reaches its length limit
-    (its live beams are then finished as they are), or earlier, once no live beam can reach the
-    n_best finished ones any more: a beam's log-probability only falls as it grows, so its best
-    possible score is the current one over lp(length limit), and stopping then changes nothing in
-    the result (`early_stop=False` turns that off: the reference for tests and benchmarks).
-    Call `model.eval()` first.
+    (its live beams are then finished as they are). Call `model.eval()` first.
     """
     if beam_size < 1 or not 1 <= n_best <= beam_size:
         raise ValueError(
@@ -183,14 +178,11 @@ def beam_search(
     rows = torch.arange(B, device=device).repeat_interleave(K)  # (B * K,): K rows per sentence
     memory = model.encode(src_ids)[rows]  # (B * K, S, D)
     cache = model.start_cache(memory, src_ids[rows], capacity=int(limits.max()))
-    spare = None  # the previous step's cache: its buffers take the next reordering
     beams = src_ids.new_full((B * K, 1), bos_id)  # (n * K, 1 + t): BOS and tokens so far
     scores = torch.full((B, K), float("-inf"), device=device)  # (n, K) summed log-probabilities
     scores[:, 0] = 0.0  # one live beam to start with, not K copies of it
-    best_lp = ((5 + limits.double()) / 6) ** length_penalty  # (B,) lp at the length limit
     active = torch.arange(B, device=device)  # the sentences still searching
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    enough = [False] * B  # K finished, or no live beam can beat the n_best-th finished
     step = 0
     while active.numel() > 0:
         out = model.decode_step(beams[:, -1:], cache)
@@ -207,37 +199,19 @@ def beam_search(
         scores = top_scores.gather(1, pick)  # (n, K)
         next_rows = top_rows.gather(1, pick).flatten()  # (n * K,)
         beams = torch.cat([beams[next_rows], top_tokens.gather(1, pick).view(-1, 1)], dim=1)
-        cache, spare = out.cache.reorder_beams(next_rows, spare=spare), out.cache
-        at_limit = (limits[active] <= step).tolist()
-        ceilings = _ceilings(scores, best_lp[active]).tolist()  # (n,) best reachable score
-        for i, sentence in enumerate(active.tolist()):
-            hyps = finished[sentence]
-            if at_limit[i]:
-                for k in range(K):
-                    _finish(hyps, beams[i * K + k], scores[i, k], step, length_penalty)
-            beaten = early_stop and _beaten(hyps, n_best, ceilings[i])
-            enough[sentence] = at_limit[i] or len(hyps) >= K or beaten
-        keep = torch.tensor([not enough[i] for i in active.tolist()], device=device)
-        if not bool(keep.all()):
-            keep = keep.nonzero().flatten()  # (n',) sentences going on
+        cache = out.cache.reorder_beams(next_rows)
+        at_limit = limits[active] <= step  # (n,)
+        for i in at_limit.nonzero().flatten().tolist():
+            for k in range(K):
+                _finish(finished[int(active[i])], beams[i * K + k], scores[i, k], step,
+                        length_penalty)  # fmt: skip
+        counts = torch.tensor([len(finished[i]) for i in active.tolist()], device=device)
+        keep = (~(at_limit | (counts >= K))).nonzero().flatten()  # (n',) sentences going on
+        if keep.numel() < active.numel():
             keep_rows = (keep[:, None] * K + torch.arange(K, device=device)).flatten()
             active, scores, beams = active[keep], scores[keep], beams[keep_rows]
-            cache, spare = cache.select(keep_rows), None
+            cache = cache.select(keep_rows)
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]
-
-
-def _ceilings(scores: Tensor, best_lp: Tensor) -> Tensor:
-    """Per sentence, the highest normalised score any of its live beams (n, K) could still reach:
-    log-probabilities only fall, and lp grows with length up to its value at the limit."""
-    best = scores.max(dim=1).values.double()  # (n,)
-    return torch.where(best > 0, best, best / best_lp)  # > 0 only by rounding: lp >= 1 bound
-
-
-def _beaten(hypotheses: list[Hypothesis], n_best: int, ceiling: float) -> bool:
-    """Whether `n_best` finished hypotheses all score above what a live beam can still reach."""
-    if len(hypotheses) < n_best:
-        return False
-    return sorted((h.score for h in hypotheses), reverse=True)[n_best - 1] > ceiling
 
 
 def _best_candidates(scores: Tensor, logits: Tensor, K: int) -> tuple[Tensor, Tensor, Tensor]:

@@ -198,19 +198,13 @@ class DecoderCache:
         mask = None if self.memory_mask is None else self.memory_mask.index_select(0, index)
         return DecoderCache([kv.select(index) for kv in self.self_attention], cross, mask)
 
-    def reorder_beams(
-        self, index: Tensor, *, spare: "DecoderCache | None" = None
-    ) -> "DecoderCache":
+    def reorder_beams(self, index: Tensor) -> "DecoderCache":
         """Like `select`, for an `index` (N,) that maps each row to a row of the same sentence
         (beam search): only the self-attention state differs between such rows, so the
-        cross-attention keys and values and the mask are kept as they are. `spare`: a cache no
-        longer needed, whose self-attention buffers are reused (no allocation per step)."""
-        intos = [None] * len(self.self_attention) if spare is None else spare.self_attention
-        selected = [
-            kv.select(index, into=None if into is None else into.buffers)
-            for kv, into in zip(self.self_attention, intos, strict=True)
-        ]
-        return DecoderCache(selected, self.cross_attention, self.memory_mask)
+        cross-attention keys and values and the mask are kept as they are."""
+        return DecoderCache(
+            [kv.select(index) for kv in self.self_attention], self.cross_attention, self.memory_mask
+        )
 
 
 class DecoderOutput(NamedTuple):
