@@ -12,8 +12,7 @@ model practically never emits EOS, so every sentence runs to that limit: a fixed
 work per sentence, the same for all variants (the mean output length is printed). With
 `--train-steps N` the model first trains N steps with tfm's own training step, so lengths become
 realistic (and shorter); `--run DIR` decodes with a trained run's model and tokenizer instead
-(e.g. `bench/multi30k.py`'s), which is how beam search behaves in use: sentences end at EOS, and
-beam search stops a sentence as soon as no live beam can beat its finished ones.
+(e.g. `bench/multi30k.py`'s), which is how decoding behaves in use: sentences end at EOS.
 
 Rounds interleave the variants (A B, then B A, ...): each round decodes the whole set with
 `translate_ids` and a new sample of `--uncached-per-round` sentences one at a time (the naive way

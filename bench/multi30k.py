@@ -4,9 +4,10 @@
     PYTHONPATH=src python bench/multi30k.py --config configs/multi30k_cpu.yaml --average 5
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
 
-Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at ../shared/data/multi30k
-(train, val, test2016), for at most --minutes, then scores test2016 with greedy and beam search
-(and, with --average N, the average of the last N checkpoints). Rows are Markdown: direction,
+Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at
+../shared/data/multi30k (train, val, test2016), for at most --minutes, then scores test2016 with
+greedy and beam search (and, with --average N, the same two for the average of the last N
+checkpoints). Rows are Markdown: direction,
 decoding, cased sacreBLEU (its default: detokenized, 13a) with signature, lowercased BLEU, chrF,
 training minutes, device, parameters.
 """
