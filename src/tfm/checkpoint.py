@@ -41,7 +41,7 @@ _LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch
 _SEQUENCES = (list, tuple, set, torch.Size)
 
 
-def _brief(exc: BaseException) -> str:
+def brief_error(exc: BaseException) -> str:
     """One line for a cause: torch's messages run over several lines and sentences."""
     cause: BaseException | None = exc
     for _ in range(4):  # torch wraps a full disk in a RuntimeError
@@ -69,7 +69,7 @@ def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         if not isinstance(exc, Exception):
             raise  # KeyboardInterrupt and friends keep their meaning
         raise CheckpointError(
-            f"cannot write {path} ({_brief(exc)}); the previous file, if any, is unchanged"
+            f"cannot write {path} ({brief_error(exc)}); the previous file, if any, is unchanged"
         ) from exc
     _fsync_directory(path.parent)
 
@@ -186,12 +186,13 @@ def load_checkpoint(path: PathLike, map_location: str | torch.device = "cpu") ->
         raise CorruptCheckpointError(f"checkpoint {path} does not exist; check the path") from exc
     except (IsADirectoryError, PermissionError) as exc:
         raise CheckpointError(
-            f"cannot read checkpoint {path} ({_brief(exc)}); check the path and its permissions"
+            f"cannot read checkpoint {path} ({brief_error(exc)}); "
+            "check the path and its permissions"
         ) from exc
     except Exception as exc:  # the file is untrusted: whatever torch raises is the file's fault...
         if str(map_location) != "cpu" and _loads_on_cpu(path):  # ...unless it is the device's
             raise CheckpointError(
-                f"cannot load checkpoint {path} onto {map_location} ({_brief(exc)}); "
+                f"cannot load checkpoint {path} onto {map_location} ({brief_error(exc)}); "
                 "choose a device this machine has"
             ) from exc
         unsafe = _unsafe_globals(path)
@@ -202,7 +203,7 @@ def load_checkpoint(path: PathLike, map_location: str | torch.device = "cpu") ->
                 "load only checkpoints written by tfm"
             ) from exc
         raise CorruptCheckpointError(
-            f"checkpoint {path} is truncated or corrupted ({_brief(exc)}); "
+            f"checkpoint {path} is truncated or corrupted ({brief_error(exc)}); "
             "use an earlier checkpoint"
         ) from exc
     version = state.get("format_version") if isinstance(state, dict) else None

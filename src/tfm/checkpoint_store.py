@@ -19,8 +19,8 @@ from tfm.checkpoint import (
     FORMAT_VERSION,
     CorruptCheckpointError,
     PathLike,
-    _brief,
     atomic_write_text,
+    brief_error,
     load_checkpoint,
     save_checkpoint,
 )
@@ -90,7 +90,7 @@ class CheckpointStore:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CheckpointError(
-                f"cannot create checkpoint folder {self.directory} ({_brief(exc)}); "
+                f"cannot create checkpoint folder {self.directory} ({brief_error(exc)}); "
                 "check the path and its permissions"
             ) from exc
         path = self.directory / f"step-{step:08d}.pt"
