@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
+from tiny_run import write_tiny_config
 
 from tfm.checkpoint import load_checkpoint
 from tfm.config import load_config
@@ -36,33 +36,11 @@ N_STEPS = 20  # the reference run; 6 batches an epoch, so 3 steps an epoch eithe
 
 
 def write_config(path: Path, run: Path, **train_keys) -> Path:
-    config = {
-        "run_dir": str(run),
-        "data": {"toy": {"n_train": 160, "n_validation": 4, "n_test": 4}},
-        "tokenizer": {"vocab_size": 200},
-        "model": {
-            "d_model": 32,
-            "n_heads": 2,
-            "n_encoder_layers": 1,
-            "n_decoder_layers": 1,
-            "d_ff": 64,
-            "dropout": 0.0,
-        },
-        "train": {
-            "max_steps": 1,
-            "max_tokens": 800,
-            "log_every": 1,
-            "validate_every": 1,
-            "keep_last": N_STEPS + 5,
-            "warmup_steps": 4,
-            "lr": 3e-3,
-            "clip_norm": None,
-            **train_keys,
-        },
-        "decoding": {"max_len_b": 2},
-    }
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
+    train_keys = {"max_steps": 1, "max_tokens": 800, "validate_every": 1,
+                  "keep_last": N_STEPS + 5, "clip_norm": None, **train_keys}  # fmt: skip
+    return write_tiny_config(
+        path, run, n_train=160, n_eval=4, dropout=0.0, max_len_b=2, train=train_keys
+    )
 
 
 def torchrun(*args: str) -> subprocess.Popen:

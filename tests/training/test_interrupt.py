@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+from tiny_run import write_tiny_config
 
 from tfm.config import load_config
 from tfm.training import train
@@ -20,32 +20,11 @@ N_STEPS = 40
 
 
 def write_config(tmp_path: Path, run: Path, **train_keys) -> Path:
-    config = {
-        "run_dir": str(run),
-        "data": {"toy": {"n_train": 240, "n_validation": 8, "n_test": 8}},
-        "tokenizer": {"vocab_size": 200},
-        "model": {
-            "d_model": 32,
-            "n_heads": 2,
-            "n_encoder_layers": 1,
-            "n_decoder_layers": 1,
-            "d_ff": 64,
-            "dropout": 0.2,
-        },  # fmt: skip
-        "train": {
-            "max_steps": N_STEPS,
-            "max_tokens": 1000,
-            "log_every": 1,
-            "validate_every": 1000,
-            "warmup_steps": 4,
-            "lr": 3e-3,
-            **train_keys,
-        },  # fmt: skip
-        "decoding": {"max_len_b": 3},
-    }
-    path = tmp_path / f"{run.name}.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
+    train_keys = {"max_steps": N_STEPS, "max_tokens": 1000, "validate_every": 1000, **train_keys}
+    return write_tiny_config(
+        tmp_path / f"{run.name}.yaml", run, n_train=240, n_eval=8, dropout=0.2, max_len_b=3,
+        train=train_keys,
+    )  # fmt: skip
 
 
 def tfm(*args: str) -> subprocess.Popen:
