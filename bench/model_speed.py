@@ -25,7 +25,8 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tfm.transformer import build_model, greedy_decode, greedy_decode_uncached  # noqa: E402
+from tfm.loss import projected_loss_sum  # noqa: E402
+from tfm.transformer import Transformer, build_model, greedy_decode, greedy_decode_uncached  # noqa: E402
 from tfm.transformer.embedding import sinusoidal_table  # noqa: E402
 
 log = logging.getLogger("bench.model_speed")
@@ -106,14 +107,26 @@ def _pad(
 
 
 def make_train_step(model: nn.Module, fused: bool) -> Callable[[Tensor, Tensor], float]:
+    """One training step the way tfm's loop does it for tfm's model (the decoder's output at
+    real target positions only, projected to the vocabulary inside the loss, chunk by chunk),
+    and the way the nn.Transformer tutorials do it for the reference (logits everywhere,
+    padding ignored by the loss)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused or None)
 
     def step(src: Tensor, tgt: Tensor) -> float:
-        logits = model(src, tgt[:, :-1])  # (B, T, V)
-        loss = F.cross_entropy(
-            logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1),
-            ignore_index=PAD, label_smoothing=0.1,
-        )  # fmt: skip
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        if isinstance(model, Transformer):
+            real = tgt_out != PAD
+            hidden = model(src, tgt_in, keep=real, project=False)  # (N, D)
+            weight = model.output_projection.weight
+            loss = projected_loss_sum(hidden, weight, tgt_out[real], label_smoothing=0.1)
+            loss = loss / real.sum()
+        else:
+            logits = model(src, tgt_in)  # (B, T, V)
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1),
+                ignore_index=PAD, label_smoothing=0.1,
+            )  # fmt: skip
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -177,6 +190,8 @@ def bench_training(args: argparse.Namespace) -> None:
     variants = {name: (lambda b, s=step: training_rate(s, b)) for name, step in steps.items()}
     rates = interleaved(variants, batches * args.rounds)
     shapes = " ".join(f"{tuple(tgt.shape)}" for _, tgt in batches)
+    real = sum(int((tgt[:, 1:] != PAD).sum()) for _, tgt in batches)
+    shapes += f" ({real / sum(tgt[:, 1:].numel() for _, tgt in batches):.1%} real)"
     title = (f"training (fwd + bwd + {args.optimizer} AdamW), real target tokens/s; "
              f"{args.rounds} rounds over target batches {shapes}")  # fmt: skip
     report(title, "tokens/s", rates, "ours", "nn")

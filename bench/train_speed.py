@@ -73,7 +73,7 @@ def stopwatches(session: Session, parallel: DataParallel) -> Iterator[dict[str, 
     ]
     patches = [
         (loop, "collate", timing("collate", loop.collate)),
-        (loop, "token_loss_sum", timing("loss", loop.token_loss_sum)),
+        (loop, "projected_loss_sum", timing("loss", loop.projected_loss_sum)),
         (batching.Batch, "to", timing("to(device)", batching.Batch.to)),
         (torch.nn.utils, "clip_grad_norm_", timing("clip", torch.nn.utils.clip_grad_norm_)),
         (parallel, "backward", timing("backward", parallel.backward)),

@@ -116,9 +116,10 @@ def teacher_forced_loss(model: Transformer, split: EncodedSplit, settings: Decod
     for indices in inference_batches(lengths, max_tokens=settings.max_tokens):
         batch = collate([src[i] for i in indices], [tgt[i] for i in indices])
         batch = batch.to(settings.device)
+        real = batch.tgt_out != PAD_ID
         with autocast(settings.device, settings.dtype):
-            logits = model(batch.src, batch.tgt_in)
-        loss = token_loss_sum(logits, batch.tgt_out, pad_id=PAD_ID, label_smoothing=0.0)
+            logits = model(batch.src, batch.tgt_in, keep=real)  # (N, V)
+        loss = token_loss_sum(logits, batch.tgt_out[real], pad_id=PAD_ID, label_smoothing=0.0)
         total += float(loss)
         count += batch.n_tgt_tokens
     return total / max(count, 1)

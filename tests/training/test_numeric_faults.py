@@ -14,7 +14,7 @@ from tfm.training import loop, session, train
 
 def nan_at(steps: set[int], counter: list[int]):
     """A loss function that is NaN on the given (1-based) calls."""
-    real = loop.token_loss_sum
+    real = loop.projected_loss_sum
 
     def loss(*args, **kwargs):
         counter[0] += 1
@@ -25,7 +25,7 @@ def nan_at(steps: set[int], counter: list[int]):
 
 
 def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch, tiny_config):
-    monkeypatch.setattr(loop, "token_loss_sum", nan_at({2, 3}, [0]))
+    monkeypatch.setattr(loop, "projected_loss_sum", nan_at({2, 3}, [0]))
     result = train(tiny_config(tmp_path / "run", max_steps=5), progress_bar=False)
     assert result.steps == 5
     state = load_checkpoint(next((tmp_path / "run" / "checkpoints").glob("step-*.pt")))
@@ -37,7 +37,7 @@ def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch, tiny_co
 
 
 def test_too_many_in_a_row_stop_with_step_lr_and_remedies(tmp_path, monkeypatch, tiny_config):
-    monkeypatch.setattr(loop, "token_loss_sum", nan_at(set(range(3, 100)), [0]))
+    monkeypatch.setattr(loop, "projected_loss_sum", nan_at(set(range(3, 100)), [0]))
     with pytest.raises(TrainingError) as info:
         train(tiny_config(tmp_path / "run", max_steps=20, max_nonfinite=3), progress_bar=False)
     message = str(info.value)

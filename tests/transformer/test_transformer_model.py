@@ -68,6 +68,25 @@ def test_forward_is_decode_of_encode_and_gives_b_t_v_logits():
     )
 
 
+def test_keep_gives_the_kept_rows_of_the_full_logits_and_the_same_loss_gradients():
+    model = tiny_model().train()  # dropout 0: both passes see the same network
+    src, tgt = padded_batch([7, 3, 5], vocab_size=V), padded_batch([6, 2, 4], vocab_size=V, seed=1)
+    targets = torch.randint(1, V, tgt.shape, generator=torch.Generator().manual_seed(2))
+    keep = tgt != model.pad_id
+    full = model(src, tgt)
+    kept = model(src, tgt, keep=keep)
+    assert kept.shape == (int(keep.sum()), V) == (12, V)
+    torch.testing.assert_close(kept, full[keep])
+    gradients = []
+    for logits, gold in ((full.reshape(-1, V), targets.masked_fill(~keep, -100).reshape(-1)),
+                         (kept, targets[keep])):  # fmt: skip
+        model.zero_grad()
+        F.cross_entropy(logits, gold, reduction="sum").backward(retain_graph=True)
+        gradients.append([p.grad.clone() for p in model.parameters()])
+    for with_padding, without in zip(*gradients, strict=True):
+        torch.testing.assert_close(without, with_padding, atol=1e-6, rtol=1e-5)
+
+
 def test_changing_later_target_tokens_leaves_earlier_logits_unchanged():
     model = tiny_model()
     src, tgt = padded_batch([8, 4], vocab_size=V), padded_batch([7, 7], vocab_size=V, seed=1)

@@ -20,7 +20,7 @@ from tfm.config import Config
 from tfm.data.batching import collate
 from tfm.data.tokenizer import PAD_ID
 from tfm.errors import TrainingError
-from tfm.loss import token_loss_sum
+from tfm.loss import projected_loss_sum
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import open_session_everywhere, process_group
 from tfm.training.schedule import learning_rate, peak_learning_rate
@@ -192,11 +192,15 @@ def _optimizer_step(
     for i, batch in enumerate(batches):
         with parallel.gradient_sync(last=i == len(batches) - 1):
             batch = batch.to(session.device)
+            real = batch.tgt_out != PAD_ID  # (B, T): padding gets no logits at all
             with session.autocast():
-                logits = parallel.module(batch.src, batch.tgt_in)
-            loss = token_loss_sum(
-                logits, batch.tgt_out, pad_id=PAD_ID, label_smoothing=cfg.train.label_smoothing
-            )
+                hidden = parallel.module(batch.src, batch.tgt_in, keep=real, project=False)
+                loss = projected_loss_sum(
+                    hidden,  # (N, D)
+                    model.output_projection.weight,
+                    batch.tgt_out[real],
+                    label_smoothing=cfg.train.label_smoothing,
+                )
             loss = loss / n_tokens
             parallel.backward(loss)
         total += float(loss.detach())

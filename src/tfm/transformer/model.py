@@ -114,20 +114,40 @@ class Transformer(nn.Module):
         return memory
 
     def decode(
-        self, tgt_ids: Tensor, memory: Tensor, src_ids: Tensor, *, last_only: bool = False
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_ids: Tensor,
+        *,
+        last_only: bool = False,
+        keep: Tensor | None = None,
+        project: bool = True,
     ) -> Tensor:
         """tgt_ids (B, T) long, memory (B, S, D) from `encode(src_ids)`, and src_ids (B, S) itself,
         used only for the cross-attention padding mask -> logits (B, T, V), or (B, 1, V) for the
-        last position only when `last_only`."""
+        last position only when `last_only`, or (N, V) for the N positions where `keep` (B, T)
+        bool is True, in row-major order. Without `project`, the decoder's output (…, D) instead of
+        the logits, for a loss that applies `output_projection` itself."""
         output = self.decoder(
             self._embed(tgt_ids, self.tgt_embedding), memory, memory_mask=self.source_mask(src_ids)
         )
         hidden = output.hidden[:, -1:] if last_only else output.hidden  # (B, T or 1, D)
-        return self.output_projection(hidden)  # (B, T or 1, V)
+        if keep is not None:
+            hidden = hidden[keep]  # (N, D)
+        if not project:
+            return hidden
+        return self.output_projection(hidden)  # (B, T or 1, V) or (N, V)
 
-    def forward(self, src_ids: Tensor, tgt_ids: Tensor) -> Tensor:
-        """src_ids (B, S) long, tgt_ids (B, T) long (shifted right) -> logits (B, T, V)."""
-        return self.decode(tgt_ids, self.encode(src_ids), src_ids)
+    def forward(
+        self, src_ids: Tensor, tgt_ids: Tensor, *, keep: Tensor | None = None, project: bool = True
+    ) -> Tensor:
+        """src_ids (B, S) long, tgt_ids (B, T) long (shifted right) -> logits (B, T, V).
+
+        With `keep` (B, T) bool, only the logits of the kept positions, (N, V) in row-major
+        order: training keeps the positions with a real target, so that padding costs no
+        vocabulary projection (the largest matrix product of a step) and no softmax. Without
+        `project`, the decoder's output instead of logits (see `decode`)."""
+        return self.decode(tgt_ids, self.encode(src_ids), src_ids, keep=keep, project=project)
 
     def start_cache(self, memory: Tensor, src_ids: Tensor, *, capacity: int = 64) -> DecoderCache:
         """An empty decoding cache for memory (B, S, D) of src_ids (B, S), with room for
