@@ -6,6 +6,8 @@ eval and translate tests; the error tests need no model.
 
 import json
 import os
+import re
+import resource
 from pathlib import Path
 
 import pytest
@@ -58,7 +60,12 @@ def test_train_prints_the_run_dir_and_leaves_everything_needed(trained, workdir)
     val_events = [e for e in events if "val_loss" in e]
     assert [e["step"] for e in train_events] == list(range(25, 201, 25))
     assert [e["step"] for e in val_events] == [100, 200]
-    assert all({"lr", "tokens_per_s"} <= e.keys() for e in train_events)
+    assert all({"lr", "tokens_per_s", "peak_mib"} <= e.keys() for e in train_events)
+    peaks = [e["peak_mib"] for e in train_events]  # this process's peak RSS: it only grows
+    assert peaks == sorted(peaks)
+    assert 50 < peaks[-1] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + 1
+    done = re.search(r"done: 200 steps .*; peak memory (\d+) MiB", trained.stderr)
+    assert done and int(done.group(1)) >= peaks[-1]
     assert all({"val_bleu", "val_chrf"} <= e.keys() for e in val_events)
     assert train_events[-1]["train_loss"] < train_events[0]["train_loss"] - 1.0
 

@@ -117,9 +117,9 @@ def train(
         metric = cfg.train.early_stopping_metric
         sign = -1 if metric == "loss" else 1  # a loss is tracked negated, so higher is better
         best = "none" if result.best_score is None else f"{sign * result.best_score:.2f}"
-        log.info("done: %d steps (%s); best validation %s %s at step %s", result.steps,
-                 result.stopped_because, metric, best,
-                 result.best_step)  # fmt: skip
+        log.info("done: %d steps (%s); best validation %s %s at step %s; peak memory %.0f MiB",
+                 result.steps, result.stopped_because, metric, best, result.best_step,
+                 result.peak_mib)  # fmt: skip
         if result.rank == 0:  # under torchrun, one line from the whole job
             typer.echo(result.run_dir)
         return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import resource
+import sys
 
 import torch
 
@@ -47,3 +49,13 @@ def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractCon
     if dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def peak_memory_mib(device: torch.device) -> float:
+    """The most memory the run has held so far, in MiB: on CUDA the peak of torch's allocations
+    on the GPU, elsewhere the process's peak resident set (ru_maxrss: KiB on Linux, bytes on
+    macOS), which includes Python, torch and the data."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10

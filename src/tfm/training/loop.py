@@ -19,6 +19,7 @@ from tqdm import tqdm
 from tfm.config import Config
 from tfm.data.batching import collate
 from tfm.data.tokenizer import PAD_ID
+from tfm.device import peak_memory_mib
 from tfm.errors import TrainingError
 from tfm.loss import projected_loss_sum
 from tfm.training.data_parallel import DataParallel
@@ -39,6 +40,7 @@ class TrainResult:
     best_step: int | None
     interrupted_by: str | None = None
     rank: int = 0  # this process's rank under torchrun; only rank 0 writes files
+    peak_mib: float = 0.0  # the most memory held: process RSS, or GPU allocations on CUDA
 
 
 def train(
@@ -86,6 +88,7 @@ def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> T
         best_step=p.best_step,
         interrupted_by=parallel.stop.signal_name,
         rank=parallel.replicas.rank,
+        peak_mib=peak_memory_mib(session.device),
     )
 
 
@@ -126,6 +129,7 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
                     "train_loss": window_loss / window_steps,
                     "lr": session.optimizer.param_groups[0]["lr"],
                     "tokens_per_s": round(window_tokens / elapsed, 1),
+                    "peak_mib": round(peak_memory_mib(session.device)),
                 }
                 session.write_metrics(event)
                 bar.set_postfix(
