@@ -1,9 +1,11 @@
 """Degenerate-model warnings: they fire on constructed degenerate validations, name what to try,
-and stay quiet on a healthy one."""
+and stay quiet on a healthy one; training gives the advice once, then one line while it lasts."""
 
 import json
+import logging
 
 from tfm.diagnostics import (
+    Finding,
     degenerate_warnings,
     has_loop,
     identical_warning,
@@ -11,6 +13,7 @@ from tfm.diagnostics import (
     repetition_warning,
 )
 from tfm.metrics_log import read_metrics
+from tfm.training import session, train
 
 HEALTHY = [f"der Hund sieht {n} Katzen ." for n in range(18)] + ["ja .", "ja ."]
 
@@ -18,8 +21,8 @@ HEALTHY = [f"der Hund sieht {n} Katzen ." for n in range(18)] + ["ja .", "ja ."]
 def history(val_losses, train_losses, every=100):
     """Metric events as training writes them: a train event, then a validation, per step."""
     events = []
-    for i, (val, train) in enumerate(zip(val_losses, train_losses, strict=True), start=1):
-        events.append({"step": i * every, "train_loss": train, "lr": 1e-3})
+    for i, (val, train_loss) in enumerate(zip(val_losses, train_losses, strict=True), start=1):
+        events.append({"step": i * every, "train_loss": train_loss, "lr": 1e-3})
         events.append({"step": i * every, "val_loss": val, "val_bleu": 10.0})
     return events
 
@@ -31,14 +34,14 @@ def test_a_healthy_validation_gives_no_warning():
 
 def test_the_same_hypothesis_for_most_sources_is_named():
     hypotheses = ["der Mann ."] * 8 + HEALTHY[:12]
-    message = identical_warning(hypotheses)
+    message = str(identical_warning(hypotheses))
     assert message.startswith("40% of validation hypotheses (8 of 20) are the same sentence")
     assert "'der Mann .'" in message and "train.lr" in message
     assert identical_warning(["der Mann ."] * 5 + HEALTHY[:15]) is None  # 25%: below 30%
 
 
 def test_empty_hypotheses_count_as_identical():
-    assert "are empty" in identical_warning([""] * 15 + HEALTHY[:5])
+    assert "are empty" in str(identical_warning([""] * 15 + HEALTHY[:5]))
 
 
 def test_too_few_hypotheses_say_nothing():
@@ -55,7 +58,7 @@ def test_repetition_loops_are_found():
 
 def test_repetition_warning_fires_at_ten_percent():
     looping = ["die Katze die Katze die Katze die Katze"] * 2
-    message = repetition_warning(looping + HEALTHY[:18])
+    message = str(repetition_warning(looping + HEALTHY[:18]))
     assert message.startswith("10% of validation hypotheses (2 of 20) repeat themselves")
     assert "model.dropout" in message
     assert repetition_warning(looping[:1] + HEALTHY[:19]) is None
@@ -63,7 +66,7 @@ def test_repetition_warning_fires_at_ten_percent():
 
 def test_validation_loss_rising_while_training_loss_falls_is_overfitting():
     events = history([3.0, 2.5, 2.6, 2.8], [3.2, 2.4, 2.0, 1.7])
-    message = overfitting_warning(events)
+    message = str(overfitting_warning(events))
     assert message.startswith("validation loss rose at 2 validations in a row")
     assert "(2.500 -> 2.600 -> 2.800, step 400)" in message
     assert "training loss fell (2.400 -> 1.700)" in message and "train.patience" in message
@@ -83,4 +86,23 @@ def test_all_three_together(tmp_path):
     text = "".join(json.dumps(e) + "\n" for e in events) + '{"step": 30'  # a torn last line
     path.write_text(text, encoding="utf-8")
     hypotheses = ["der der der"] * 12
-    assert len(degenerate_warnings(hypotheses, read_metrics(path))) == 3
+    findings = degenerate_warnings(hypotheses, read_metrics(path))
+    assert [f.kind for f in findings] == ["identical", "repetition", "overfitting"]
+
+
+def test_training_gives_the_advice_once_and_then_one_line_while_it_persists(
+    tmp_path, monkeypatch, caplog, tiny_config
+):
+    def looping(hypotheses, history):
+        step = history[-1]["step"]
+        return [Finding("repetition", f"{step}0% of validation hypotheses repeat", "ADVICE")]
+
+    monkeypatch.setattr(session, "degenerate_warnings", looping)
+    with caplog.at_level(logging.WARNING, logger="tfm.training.session"):
+        train(tiny_config(tmp_path / "run", max_steps=3, validate_every=1), progress_bar=False)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "step 1: 10% of validation hypotheses repeat: ADVICE",
+        "step 2: still 20% of validation hypotheses repeat (advice at step 1)",
+        "step 3: still 30% of validation hypotheses repeat (advice at step 1)",
+    ]

@@ -9,7 +9,8 @@ the run's metric history. Small data makes all three common, and each has a usua
 - overfitting: validation loss rose at each of the last OVERFIT_VALIDATIONS - 1 validations while
   the training loss fell over the same steps.
 
-Pure functions: the training session logs what `degenerate_warnings` returns.
+Pure functions: the training session logs what `degenerate_warnings` returns, in full the first
+time a kind of finding shows up in a run and as one short line when it persists.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
+from typing import NamedTuple
 
 from tfm.metrics_log import series
 
@@ -28,15 +30,26 @@ MAX_LOOP_N = 4
 OVERFIT_VALIDATIONS = 3  # the rise must hold over this many validations (two rises in a row)
 
 
-def degenerate_warnings(hypotheses: Sequence[str], history: Sequence[dict]) -> list[str]:
-    """One message per sign of degeneration (empty when the model looks healthy); `history` is
+class Finding(NamedTuple):
+    """One sign of degeneration; str() gives the whole warning."""
+
+    kind: str  # "identical", "repetition" or "overfitting"
+    seen: str  # what was seen, with its numbers
+    advice: str  # what it usually means, and the usual remedies
+
+    def __str__(self) -> str:
+        return f"{self.seen}: {self.advice}"
+
+
+def degenerate_warnings(hypotheses: Sequence[str], history: Sequence[dict]) -> list[Finding]:
+    """One finding per sign of degeneration (empty when the model looks healthy); `history` is
     the run's metric events in order, the current validation's included."""
     found = [identical_warning(hypotheses), repetition_warning(hypotheses)]
     found.append(overfitting_warning(history))
     return [message for message in found if message]
 
 
-def identical_warning(hypotheses: Sequence[str]) -> str | None:
+def identical_warning(hypotheses: Sequence[str]) -> Finding | None:
     if len(hypotheses) < MIN_HYPOTHESES:
         return None
     text, count = Counter(" ".join(h.split()) for h in hypotheses).most_common(1)[0]
@@ -44,27 +57,30 @@ def identical_warning(hypotheses: Sequence[str]) -> str | None:
     if share < IDENTICAL_SHARE:
         return None
     what = "empty" if not text else f"the same sentence, {_quote(text)}"
-    return (
-        f"{share:.0%} of validation hypotheses ({count} of {len(hypotheses)}) are {what}: the "
-        "model ignores its source. Early in training this passes; if it persists, train longer "
+    return Finding(
+        "identical",
+        f"{share:.0%} of validation hypotheses ({count} of {len(hypotheses)}) are {what}",
+        "the model ignores its source. Early in training this passes; if it persists, train longer "
         "or with more warmup (train.warmup_steps), a lower train.lr, or a smaller model "
-        "(model.d_model, model.n_encoder_layers/n_decoder_layers) for this much data"
+        "(model.d_model, model.n_encoder_layers/n_decoder_layers) for this much data",
     )
 
 
-def repetition_warning(hypotheses: Sequence[str]) -> str | None:
+def repetition_warning(hypotheses: Sequence[str]) -> Finding | None:
     if len(hypotheses) < MIN_HYPOTHESES:
         return None
     looping = [h for h in hypotheses if has_loop(h.split())]
     share = len(looping) / len(hypotheses)
     if share < LOOP_SHARE:
         return None
-    return (
+    return Finding(
+        "repetition",
         f"{share:.0%} of validation hypotheses ({len(looping)} of {len(hypotheses)}) repeat "
-        f"themselves, e.g. {_quote(looping[0])}: the decoder has not yet learned when to stop. "
+        f"themselves, e.g. {_quote(looping[0])}",
+        "the decoder has not yet learned when to stop. "
         "Train longer; if it persists, check the data for repeated or very long targets "
         "(tfm data check), and use more dropout (model.dropout) or label smoothing "
-        "(train.label_smoothing)"
+        "(train.label_smoothing)",
     )
 
 
@@ -79,7 +95,7 @@ def has_loop(words: Sequence[str]) -> bool:
     return False
 
 
-def overfitting_warning(history: Sequence[dict]) -> str | None:
+def overfitting_warning(history: Sequence[dict]) -> Finding | None:
     val_steps, val_losses = series(list(history), "val_loss")
     if len(val_losses) < OVERFIT_VALIDATIONS:
         return None
@@ -90,12 +106,13 @@ def overfitting_warning(history: Sequence[dict]) -> str | None:
     if before is None or now is None or not now < before:
         return None
     path = " -> ".join(f"{v:.3f}" for v in losses)
-    return (
+    return Finding(
+        "overfitting",
         f"validation loss rose at {OVERFIT_VALIDATIONS - 1} validations in a row ({path}, step "
-        f"{steps[-1]:,}) while training loss fell ({before:.3f} -> {now:.3f}): the model is "
-        "overfitting the training data (best.pt keeps the best validation so far). Try more "
-        "dropout (model.dropout), more label smoothing, a smaller model, more data, or early "
-        "stopping (train.patience)"
+        f"{steps[-1]:,}) while training loss fell ({before:.3f} -> {now:.3f})",
+        "the model is overfitting the training data (best.pt keeps the best validation so "
+        "far). Try more dropout (model.dropout), more label smoothing, a smaller model, more "
+        "data, or early stopping (train.patience)",
     )
 
 

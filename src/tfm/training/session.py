@@ -69,6 +69,7 @@ class Session:
     saved_step: int = -1
     validated_step: int = -1
     resumed_from: Path | None = None
+    warned_at: dict[str, int] = field(default_factory=dict)  # finding kind -> step of its advice
 
     def autocast(self):
         return autocast(self.device, self.dtype)
@@ -132,8 +133,13 @@ class Session:
             split = self.validation_split
             log.info("  src: %s\n  ref: %s\n  hyp: %s", split.src_text[i], split.tgt_text[i],
                      hypotheses[i])  # fmt: skip
-        for warning in degenerate_warnings(hypotheses, read_metrics(self.paths.metrics)):
-            log.warning("step %d: %s", p.step, warning)
+        for finding in degenerate_warnings(hypotheses, read_metrics(self.paths.metrics)):
+            if finding.kind in self.warned_at:  # the advice was given once; say it persists
+                log.warning("step %d: still %s (advice at step %d)", p.step, finding.seen,
+                            self.warned_at[finding.kind])  # fmt: skip
+            else:
+                log.warning("step %d: %s", p.step, finding)
+                self.warned_at[finding.kind] = p.step
         metric = t.early_stopping_metric
         score = -scores["loss"] if metric == "loss" else scores[metric]
         if is_finite_score(score) and (p.best_score is None or score > p.best_score):
