@@ -46,7 +46,7 @@ def degenerate_warnings(hypotheses: Sequence[str], history: Sequence[dict]) -> l
     the run's metric events in order, the current validation's included."""
     found = [identical_warning(hypotheses), repetition_warning(hypotheses)]
     found.append(overfitting_warning(history))
-    return [message for message in found if message]
+    return [finding for finding in found if finding]
 
 
 def identical_warning(hypotheses: Sequence[str]) -> Finding | None:
