@@ -10,7 +10,7 @@ Shape legend, used in every docstring and trailing shape comment:
 Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk).
 
 Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), layers (§3.1),
-regularization (§5.4), model (§3), decoding (search: greedy, and beam search as in §6.1).
+model (§3), decoding (search: greedy, and beam search as in §6.1).
 """
 
 from tfm.transformer.attention import (

@@ -11,7 +11,6 @@ from torch import Tensor, nn
 
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding
 from tfm.transformer.layers import Decoder, DecoderCache, Encoder
-from tfm.transformer.regularization import Dropout
 
 
 class DecodeStep(NamedTuple):
@@ -70,7 +69,7 @@ class Transformer(nn.Module):
             else TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model)
         )
         self.positional_encoding = PositionalEncoding(d_model=d_model, max_len=max_len)
-        self.embedding_dropout = Dropout(dropout)  # §5.4: on the sums of embeddings and PE
+        self.embedding_dropout = nn.Dropout(dropout)  # §5.4: on the sums of embeddings and PE
         options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
         options.update(
             attention_dropout=attention_dropout, activation=activation, norm_position=norm_position
