@@ -77,6 +77,9 @@ def test_keep_gives_the_kept_rows_of_the_full_logits_and_the_same_loss_gradients
     kept = model(src, tgt, keep=keep)
     assert kept.shape == (int(keep.sum()), V) == (12, V)
     torch.testing.assert_close(kept, full[keep])
+    hidden = model(src, tgt, keep=keep, project=False)  # what the training loss projects
+    assert hidden.shape == (12, 32)
+    torch.testing.assert_close(model.output_projection(hidden), kept)
     gradients = []
     for logits, gold in ((full.reshape(-1, V), targets.masked_fill(~keep, -100).reshape(-1)),
                          (kept, targets[keep])):  # fmt: skip
