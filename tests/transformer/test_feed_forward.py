@@ -23,3 +23,21 @@ def test_feed_forward_acts_on_each_position_separately():
 def test_unknown_activation_is_rejected_with_value():
     with pytest.raises(ValueError, match=r"activation='tanh' is not one of \['gelu', 'relu'\]"):
         PositionwiseFeedForward(d_model=8, d_ff=16, activation="tanh")
+
+
+def test_activation_dropout_drops_hidden_units_in_training_only():
+    ffn = PositionwiseFeedForward(d_model=8, d_ff=64, activation_dropout=0.5)
+    x = torch.randn(2, 5, 8)
+    torch.manual_seed(3)
+    dropped = ffn(x)
+    torch.manual_seed(3)
+    hidden = F.dropout(F.relu(ffn.w_1(x)), p=0.5, training=True)
+    torch.testing.assert_close(dropped, ffn.w_2(hidden))
+    ffn.eval()
+    torch.testing.assert_close(ffn(x), ffn.w_2(F.relu(ffn.w_1(x))))
+    assert not torch.allclose(dropped, ffn(x))
+
+
+def test_activation_dropout_outside_0_1_is_rejected_with_value():
+    with pytest.raises(ValueError, match=r"activation_dropout=1.0 is not in \[0, 1\)"):
+        PositionwiseFeedForward(d_model=8, d_ff=16, activation_dropout=1.0)

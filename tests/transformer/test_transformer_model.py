@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -11,6 +13,8 @@ from transformer_helpers import (
     randomize,
 )
 
+from tfm.config import Config
+from tfm.training.session import model_args
 from tfm.transformer import Transformer, build_model
 
 V = 40
@@ -118,6 +122,20 @@ def test_shared_and_tied_embeddings_are_one_parameter():
     n_shared = sum(p.numel() for p in model.parameters())
     n_untied = sum(p.numel() for p in untied.parameters())
     assert n_untied - n_shared == 2 * V * 32
+
+
+def test_activation_dropout_from_the_config_reaches_every_feed_forward_network():
+    config = Config.model_validate({"model": {"activation_dropout": 0.4, "dropout": 0.0}})
+    vocab = SimpleNamespace(src_vocab_size=V, tgt_vocab_size=V)
+    args = model_args(config, vocab)
+    args.update(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64)
+    model = build_model(**args).train()
+    layers = [*model.encoder.layers, *model.decoder.layers]
+    assert [layer.feed_forward.dropout.p for layer in layers] == [0.4] * 4
+    src, tgt = torch.randint(1, V, (2, 6)), torch.randint(1, V, (2, 5))
+    assert not torch.allclose(model(src, tgt), model(src, tgt))  # the only randomness
+    no_dropout = build_model(**{**args, "activation_dropout": 0.0}).train()
+    torch.testing.assert_close(no_dropout(src, tgt), no_dropout(src, tgt))
 
 
 def test_attention_maps_have_per_layer_per_head_shapes():

@@ -165,6 +165,7 @@ def model_args(config: Config, tokenizer: Tokenizer) -> dict:
         "dropout": m.dropout,
         "attention_dropout": m.attention_dropout,
         "activation": m.activation,
+        "activation_dropout": m.activation_dropout,
         "norm_position": m.norm_position,
         "share_embeddings": m.share_embeddings,
         "tie_output": m.tie_output,

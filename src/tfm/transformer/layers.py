@@ -49,6 +49,7 @@ class EncoderLayer(nn.Module):
         d_ff: int,
         dropout: float = 0.1,
         attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
         activation: str = "relu",
         norm_position: str = "post",
     ) -> None:
@@ -59,7 +60,7 @@ class EncoderLayer(nn.Module):
         )
         self.self_attention_residual = Residual(**residual)
         self.feed_forward = PositionwiseFeedForward(
-            d_model=d_model, d_ff=d_ff, activation=activation
+            d_model=d_model, d_ff=d_ff, activation=activation, activation_dropout=activation_dropout
         )
         self.feed_forward_residual = Residual(**residual)
 
@@ -92,6 +93,7 @@ class DecoderLayer(nn.Module):
         d_ff: int,
         dropout: float = 0.1,
         attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
         activation: str = "relu",
         norm_position: str = "post",
     ) -> None:
@@ -103,7 +105,7 @@ class DecoderLayer(nn.Module):
         self.cross_attention = MultiHeadAttention(**sizes)
         self.cross_attention_residual = Residual(**residual)
         self.feed_forward = PositionwiseFeedForward(
-            d_model=d_model, d_ff=d_ff, activation=activation
+            d_model=d_model, d_ff=d_ff, activation=activation, activation_dropout=activation_dropout
         )
         self.feed_forward_residual = Residual(**residual)
 
@@ -148,6 +150,7 @@ class Encoder(nn.Module):
         d_ff: int,
         dropout: float = 0.1,
         attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
         activation: str = "relu",
         norm_position: str = "post",
     ) -> None:
@@ -156,6 +159,7 @@ class Encoder(nn.Module):
             raise ValueError(f"n_layers={n_layers} must be at least 1")
         options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
         options.update(attention_dropout=attention_dropout, activation=activation)
+        options.update(activation_dropout=activation_dropout)
         self.layers = nn.ModuleList(
             EncoderLayer(**options, norm_position=norm_position) for _ in range(n_layers)
         )
@@ -226,6 +230,7 @@ class Decoder(nn.Module):
         d_ff: int,
         dropout: float = 0.1,
         attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
         activation: str = "relu",
         norm_position: str = "post",
     ) -> None:
@@ -234,6 +239,7 @@ class Decoder(nn.Module):
             raise ValueError(f"n_layers={n_layers} must be at least 1")
         options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
         options.update(attention_dropout=attention_dropout, activation=activation)
+        options.update(activation_dropout=activation_dropout)
         self.layers = nn.ModuleList(
             DecoderLayer(**options, norm_position=norm_position) for _ in range(n_layers)
         )

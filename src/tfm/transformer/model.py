@@ -42,6 +42,7 @@ class Transformer(nn.Module):
         dropout: float,
         attention_dropout: float,
         activation: str,
+        activation_dropout: float,
         norm_position: str,
         share_embeddings: bool,
         tie_output: bool,
@@ -74,6 +75,7 @@ class Transformer(nn.Module):
         options.update(
             attention_dropout=attention_dropout, activation=activation, norm_position=norm_position
         )
+        options.update(activation_dropout=activation_dropout)
         self.encoder = Encoder(n_layers=n_encoder_layers, **options)
         self.decoder = Decoder(n_layers=n_decoder_layers, **options)
         self.output_projection = nn.Linear(d_model, tgt_vocab_size, bias=False)
@@ -199,6 +201,7 @@ def build_model(
     dropout: float = 0.1,
     attention_dropout: float = 0.0,
     activation: str = "relu",
+    activation_dropout: float = 0.0,
     norm_position: str = "post",
     share_embeddings: bool = False,
     tie_output: bool = True,
@@ -220,6 +223,7 @@ def build_model(
         dropout=dropout,
         attention_dropout=attention_dropout,
         activation=activation,
+        activation_dropout=activation_dropout,
         norm_position=norm_position,
         share_embeddings=share_embeddings,
         tie_output=tie_output,
