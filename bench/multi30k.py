@@ -3,13 +3,15 @@
     PYTHONPATH=src python bench/multi30k.py --minutes 60            # de->en and en->de, CPU
     PYTHONPATH=src python bench/multi30k.py --config configs/multi30k_cpu.yaml --average 5
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
+    PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 90 --resume  # 10 -> 90
 
 Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at
 ../shared/data/multi30k (train, val, test2016), for at most --minutes, then scores test2016 with
 greedy and beam search (and, with --average N, the same two for the average of the last N
-checkpoints). Rows are Markdown: direction,
+checkpoints). With --resume it continues the runs already in --runs (`tfm train --resume`) until
+--minutes of training in all, then scores them the same way. Rows are Markdown: direction,
 decoding, cased sacreBLEU (its default: detokenized, 13a) with signature, lowercased BLEU, chrF,
-training minutes, device, parameters.
+training minutes (the run's own clock, validation included), device, parameters.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,10 +46,9 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
     run = Path(args.runs) / f"multi30k-{direction}"
     sets = data_overrides(src, tgt) + [f"run_dir={run}", f"train.max_minutes={args.minutes}"]
     sets += args.set or []
-    started = time.monotonic()
-    command = ["train", "--config", args.config, "--overwrite"]
+    command = ["train", "--config", args.config, "--resume" if args.resume else "--overwrite"]
     tfm(*command, "--no-progress", *[x for s in sets for x in ("--set", s)])
-    minutes = (time.monotonic() - started) / 60
+    minutes = training_minutes(run)
     runs = [("greedy", str(run), 1), (f"beam {args.beam}", str(run), args.beam)]
     if args.average:
         averaged = f"{run}-avg{args.average}"
@@ -66,6 +66,15 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
             f"{args.device_name} | {parameters(run)} |"
         )
     return rows
+
+
+def training_minutes(run: Path) -> float:
+    """The training clock (`train.max_minutes` counts it) of the run's newest checkpoint."""
+    import torch
+
+    newest = max((run / "checkpoints").glob("step-*.pt"))
+    state = torch.load(newest, weights_only=True, map_location="cpu")
+    return state["progress"]["elapsed_s"] / 60
 
 
 def parameters(run: Path) -> str:
@@ -86,6 +95,9 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/bench")
     parser.add_argument("--device-name", default="2-core CPU")
     parser.add_argument("--set", action="append", help="extra config overrides")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue the runs in --runs to --minutes in all"
+    )
     args = parser.parse_args()
     if not DATA.is_dir():
         sys.exit(f"Multi30k not found at {DATA}")
