@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from tfm.checkpoint import load_checkpoint
+from tfm.checkpoint import load_checkpoint, save_checkpoint
 from tfm.config import load_config
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.pipeline import prepare_splits
@@ -131,6 +131,27 @@ def test_resume_refuses_a_changed_model(tmp_path):
     changed.train.seed = 5
     with pytest.raises(UsageError, match=r"model\.d_ff, train\.seed differ"):
         train(changed, resume=True, progress_bar=False)
+
+
+def written_before(key: str, run) -> None:
+    """Make the run's newest checkpoint look written by a version without `key` (section.name)."""
+    section, name = key.split(".")
+    newest = max((run / "checkpoints").glob("step-*.pt"))
+    state = load_checkpoint(newest)
+    del state["config"][section][name]
+    save_checkpoint(state, newest)
+
+
+def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path):
+    run = tmp_path / "run"
+    train(tiny_config(run, max_steps=2), progress_bar=False)
+    written_before("model.activation_dropout", run)
+    later = tiny_config(run, max_steps=4).model_copy(deep=True)
+    later.model.activation_dropout = 0.1  # not what the older version did
+    with pytest.raises(UsageError, match=r": model\.activation_dropout differ"):
+        train(later, resume=True, progress_bar=False)
+    train(tiny_config(run, max_steps=4), resume=True, progress_bar=False)  # the default: it did
+    assert [step for step, _ in losses(run)] == [1, 2, 3, 4]
 
 
 def test_resume_without_a_checkpoint_is_a_usage_error(tmp_path):

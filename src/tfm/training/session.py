@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from pydantic import ValidationError
 
 from tfm.checkpoint import atomic_write_text
 from tfm.checkpoint_store import CheckpointStore, LoadedCheckpoint
@@ -296,7 +297,7 @@ def _log_new_batching(session: Session, state: dict) -> None:
 
 def _check_consistent(session: Session, state: dict, path: Path) -> None:
     """Refuse to resume with a different model, tokenizer, data or data order."""
-    old, new = state["config"], session.config.model_dump(mode="json")
+    old, new = _as_current_schema(state["config"]), session.config.model_dump(mode="json")
     differing = [
         f"{section}.{key}"
         for section in ("data", "tokenizer", "model", "train")
@@ -313,6 +314,15 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
             f"cannot resume from {path}: {', '.join(differing)} differ from the run's; "
             "change only budgets (max_steps, max_epochs, max_minutes, …) or start a new run"
         )
+
+
+def _as_current_schema(stored: dict) -> dict:
+    """A checkpoint's config as this version reads it: a key added since the checkpoint was written
+    takes its default, which is what that version did (e.g. `model.activation_dropout` 0.0)."""
+    try:
+        return Config.model_validate(stored).model_dump(mode="json")
+    except ValidationError:  # a key this version no longer has: compare as stored
+        return stored
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
