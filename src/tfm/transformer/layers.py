@@ -158,8 +158,11 @@ class Encoder(nn.Module):
         if n_layers < 1:
             raise ValueError(f"n_layers={n_layers} must be at least 1")
         options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
-        options.update(attention_dropout=attention_dropout, activation=activation)
-        options.update(activation_dropout=activation_dropout)
+        options.update(
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            activation=activation,
+        )
         self.layers = nn.ModuleList(
             EncoderLayer(**options, norm_position=norm_position) for _ in range(n_layers)
         )
@@ -238,8 +241,11 @@ class Decoder(nn.Module):
         if n_layers < 1:
             raise ValueError(f"n_layers={n_layers} must be at least 1")
         options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
-        options.update(attention_dropout=attention_dropout, activation=activation)
-        options.update(activation_dropout=activation_dropout)
+        options.update(
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            activation=activation,
+        )
         self.layers = nn.ModuleList(
             DecoderLayer(**options, norm_position=norm_position) for _ in range(n_layers)
         )

@@ -73,9 +73,11 @@ class Transformer(nn.Module):
         self.embedding_dropout = nn.Dropout(dropout)  # §5.4: on the sums of embeddings and PE
         options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
         options.update(
-            attention_dropout=attention_dropout, activation=activation, norm_position=norm_position
+            attention_dropout=attention_dropout,
+            activation_dropout=activation_dropout,
+            activation=activation,
+            norm_position=norm_position,
         )
-        options.update(activation_dropout=activation_dropout)
         self.encoder = Encoder(n_layers=n_encoder_layers, **options)
         self.decoder = Decoder(n_layers=n_decoder_layers, **options)
         self.output_projection = nn.Linear(d_model, tgt_vocab_size, bias=False)
