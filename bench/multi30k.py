@@ -69,12 +69,12 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
 
 
 def training_minutes(run: Path) -> float:
-    """The training clock (`train.max_minutes` counts it) of the run's newest checkpoint."""
-    import torch
+    """The training clock (`train.max_minutes` counts it) of the checkpoint a resume would take."""
+    from tfm.checkpoint_store import CheckpointStore
+    from tfm.run import RunPaths
 
-    newest = max((run / "checkpoints").glob("step-*.pt"))
-    state = torch.load(newest, weights_only=True, map_location="cpu")
-    return state["progress"]["elapsed_s"] / 60
+    newest = CheckpointStore(RunPaths(run).checkpoints).latest_loadable()
+    return newest.state["progress"]["elapsed_s"] / 60
 
 
 def parameters(run: Path) -> str:

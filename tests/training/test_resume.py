@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from tfm.checkpoint import load_checkpoint, save_checkpoint
+from tfm.checkpoint_store import CheckpointStore
 from tfm.config import load_config
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
+from tfm.run import RunPaths
 from tfm.training import session as session_module
 from tfm.training import train
 
@@ -136,10 +138,9 @@ def test_resume_refuses_a_changed_model(tmp_path):
 def written_before(key: str, run) -> None:
     """Make the run's newest checkpoint look written by a version without `key` (section.name)."""
     section, name = key.split(".")
-    newest = max((run / "checkpoints").glob("step-*.pt"))
-    state = load_checkpoint(newest)
-    del state["config"][section][name]
-    save_checkpoint(state, newest)
+    newest = CheckpointStore(RunPaths(run).checkpoints).latest_loadable()
+    del newest.state["config"][section][name]
+    save_checkpoint(newest.state, newest.path)
 
 
 def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path):

@@ -25,11 +25,9 @@ class PositionwiseFeedForward(nn.Module):
         self.activation = activation
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(activation_dropout) if activation_dropout > 0 else None
+        self.dropout = nn.Dropout(activation_dropout)  # p = 0 returns its input as is
 
     def forward(self, x: Tensor) -> Tensor:
         """x (B, T, D) -> (B, T, D)."""
-        hidden = ACTIVATIONS[self.activation](self.w_1(x))  # (B, T, F)
-        if self.dropout is not None:
-            hidden = self.dropout(hidden)
+        hidden = self.dropout(ACTIVATIONS[self.activation](self.w_1(x)))  # (B, T, F)
         return self.w_2(hidden)  # (B, T, D)
