@@ -190,3 +190,25 @@ def test_beam_size_one_is_greedy_and_a_wider_beam_scores_its_width(trained):
     scores = json.loads(invoke("eval", "--json", "--beam-size", "3").stdout)
     assert scores["beam_size"] == 3 and scores["sentences"] == 60
     assert invoke("eval", "--beam-size", "0").exit_code == 2
+
+
+def test_length_penalty_option_overrides_the_config(trained):
+    sentences = ["i see the dog", "the big dog sees the small cat", "we hope that he sleeps"]
+    default = invoke("translate", "--beam-size", "4", *sentences).stdout
+    assert invoke(
+        "translate", "--beam-size", "4", "--length-penalty", "0.6", *sentences
+    ).stdout == (
+        default  # the config's alpha (the default, 0.6)
+    )
+    # A huge alpha makes every extra token worth more than any loss of log-probability, so the
+    # beam keeps going to the length limit: longer output than the config's alpha gives.
+    longer = invoke("translate", "--beam-size", "4", "--length-penalty", "50", *sentences)
+    assert longer.exit_code == 0, longer.output
+    assert len(longer.stdout.split()) > len(default.split())
+    for alpha in ("0.6", "50"):
+        scores = json.loads(
+            invoke("eval", "--json", "--beam-size", "2", "--length-penalty", alpha).stdout
+        )
+        assert scores["length_penalty"] == float(alpha) and scores["beam_size"] == 2
+    assert json.loads(invoke("eval", "--json").stdout)["length_penalty"] == 0.6
+    assert invoke("translate", "--length-penalty", "-1", "x").exit_code == 2

@@ -35,6 +35,15 @@ BeamOption = Annotated[
     int | None,
     typer.Option("--beam-size", min=1, help="Beam search width; 1 is greedy (default: config)."),
 ]
+LengthPenaltyOption = Annotated[
+    float | None,
+    typer.Option(
+        "--length-penalty",
+        min=0.0,
+        help="GNMT length penalty alpha for beam search; higher favours longer output "
+        "(default: config).",
+    ),
+]
 DeviceOption = Annotated[
     str | None, typer.Option("--device", help="auto, cpu, cuda or mps (default: the config's).")
 ]
@@ -153,6 +162,7 @@ def evaluate(
     output: Annotated[Path | None, typer.Option(help="Write hypotheses here.")] = None,
     device: DeviceOption = None,
     beam_size: BeamOption = None,
+    length_penalty: LengthPenaltyOption = None,
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss and exact match."""
     _setup_logging()
@@ -165,7 +175,13 @@ def evaluate(
         if split not in ("train", "validation", "test"):
             raise UsageError(f"--split {split!r}: expected train, validation or test")
         scores, hypotheses = evaluate_run(
-            run, split=split, src=src, ref=ref, device=device, beam_size=beam_size
+            run,
+            split=split,
+            src=src,
+            ref=ref,
+            device=device,
+            beam_size=beam_size,
+            length_penalty=length_penalty,
         )
         if output is not None:
             output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -186,6 +202,7 @@ def translate(
     file: Annotated[Path | None, typer.Option("--file", help="Translate each line.")] = None,
     device: DeviceOption = None,
     beam_size: BeamOption = None,
+    length_penalty: LengthPenaltyOption = None,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
     _setup_logging()
@@ -206,7 +223,10 @@ def translate(
                 lines.pop()
         else:
             raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
-        for line in translate_lines(run, lines, device=device, beam_size=beam_size):
+        translations = translate_lines(
+            run, lines, device=device, beam_size=beam_size, length_penalty=length_penalty
+        )
+        for line in translations:
             typer.echo(line)
         return 0
 

@@ -14,14 +14,17 @@ from tfm.run import TrainedModel, find_run, load_trained
 
 
 def _open(
-    run: str | Path | None, device: str | None, beam_size: int | None
+    run: str | Path | None,
+    device: str | None,
+    beam_size: int | None,
+    length_penalty: float | None,
 ) -> tuple[TrainedModel, DecodeSettings]:
     paths = find_run(run)
     target = select_device(device or "auto")
     trained = load_trained(paths, target)
     dtype = resolve_precision(trained.config.train.precision, target)
     settings = DecodeSettings.from_config(
-        trained.config.decoding, target, dtype, beam_size=beam_size
+        trained.config.decoding, target, dtype, beam_size=beam_size, length_penalty=length_penalty
     )
     return trained, settings
 
@@ -34,9 +37,10 @@ def evaluate_run(
     ref: Path | None = None,
     device: str | None = None,
     beam_size: int | None = None,
+    length_penalty: float | None = None,
 ) -> tuple[dict, list[str]]:
     """Scores (and hypotheses in input order) of a trained run on a split or on --src/--ref."""
-    trained, settings = _open(run, device, beam_size)
+    trained, settings = _open(run, device, beam_size, length_penalty)
     tokenizer = trained.tokenizer
     if src is not None and ref is not None:
         src_text, ref_text = read_lines(src, option="--src"), read_lines(ref, option="--ref")
@@ -57,7 +61,8 @@ def evaluate_run(
         data, name = splits[split], split
     scores, hypotheses = evaluate_split(trained.model, tokenizer, data, settings)
     header = {"run": str(trained.paths.root), "split": name, "step": trained.step}
-    return {**header, "beam_size": settings.beam_size, **scores}, hypotheses
+    decoding = {"beam_size": settings.beam_size, "length_penalty": settings.length_penalty}
+    return {**header, **decoding, **scores}, hypotheses
 
 
 def translate_lines(
@@ -66,9 +71,10 @@ def translate_lines(
     *,
     device: str | None = None,
     beam_size: int | None = None,
+    length_penalty: float | None = None,
 ) -> list[str]:
     """Translations of `lines`, one per line, in order; an empty line stays empty."""
-    trained, settings = _open(run, device, beam_size)
+    trained, settings = _open(run, device, beam_size, length_penalty)
     return translate_texts(trained.model, trained.tokenizer, lines, settings)
 
 

@@ -46,7 +46,9 @@ class DecodeSettings:
         dtype: torch.dtype,
         *,
         beam_size: int | None = None,
+        length_penalty: float | None = None,
     ) -> DecodeSettings:
+        """The config's settings; `beam_size` and `length_penalty` override it when given."""
         return cls(
             config.max_len_a,
             config.max_len_b,
@@ -54,7 +56,7 @@ class DecodeSettings:
             device,
             dtype,
             beam_size=beam_size or config.beam_size,
-            length_penalty=config.length_penalty,
+            length_penalty=config.length_penalty if length_penalty is None else length_penalty,
         )
 
 
