@@ -4,12 +4,15 @@
     PYTHONPATH=src python bench/multi30k.py --config configs/multi30k_cpu.yaml --average 5
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 90 --resume  # 10 -> 90
+    PYTHONPATH=src python bench/multi30k.py --directions en-de --minutes 0 --resume --alphas 0.6 1 2
 
 Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at
 ../shared/data/multi30k (train, val, test2016), for at most --minutes, then scores test2016 with
 greedy and beam search (and, with --average N, the same two for the average of the last N
 checkpoints). With --resume it continues the runs already in --runs (`tfm train --resume`) until
---minutes of training in all, then scores them the same way. Rows are Markdown: direction,
+--minutes of training in all, then scores them the same way. With --alphas, each beam row decodes
+the validation split once per GNMT length penalty alpha and scores test2016 with the alpha of the
+best validation BLEU (cased), named in its decoding cell. Rows are Markdown: direction,
 decoding, cased sacreBLEU (its default: detokenized, 13a) with signature, lowercased BLEU, chrF,
 training minutes (the run's own clock, validation included), device, parameters.
 """
@@ -58,7 +61,12 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
         runs.append((f"beam {args.beam}, avg last {args.average}", averaged, args.beam))
     rows = []
     for decoding, run_dir, beam in runs:
-        scores = json.loads(tfm("eval", "--run", run_dir, "--json", "--beam-size", str(beam)))
+        options = ["--run", run_dir, "--json", "--beam-size", str(beam)]
+        if beam > 1 and args.alphas:
+            alpha = best_alpha(options, args.alphas)
+            options += ["--length-penalty", str(alpha)]
+            decoding += f", α {alpha:g}"
+        scores = json.loads(tfm("eval", *options))
         signature = scores["bleu_signature"].replace("|", "\\|")  # a table cell
         rows.append(
             f"| {src}→{tgt} | {decoding} | {scores['bleu']:.1f} ({signature}) | "
@@ -66,6 +74,16 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
             f"{args.device_name} | {parameters(run)} |"
         )
     return rows
+
+
+def best_alpha(options: list[str], alphas: list[float]) -> float:
+    """The length penalty of the best cased BLEU on the validation split (the first on a tie)."""
+    bleu = {}
+    for alpha in alphas:
+        scores = tfm("eval", *options, "--split", "validation", "--length-penalty", str(alpha))
+        bleu[alpha] = json.loads(scores)["bleu"]
+        print(f"validation, {options[1]}, alpha {alpha:g}: BLEU {bleu[alpha]:.2f}", file=sys.stderr)
+    return max(alphas, key=lambda alpha: bleu[alpha])
 
 
 def training_minutes(run: Path) -> float:
@@ -95,6 +113,9 @@ def main() -> None:
     parser.add_argument("--runs", default="runs/bench")
     parser.add_argument("--device-name", default="2-core CPU")
     parser.add_argument("--set", action="append", help="extra config overrides")
+    parser.add_argument(
+        "--alphas", type=float, nargs="+", help="beam length penalties to choose from on validation"
+    )
     parser.add_argument(
         "--resume", action="store_true", help="continue the runs in --runs to --minutes in all"
     )
