@@ -4,7 +4,7 @@
     PYTHONPATH=src python bench/multi30k.py --config configs/multi30k_cpu.yaml --average 5
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 90 --resume  # 10 -> 90
-    PYTHONPATH=src python bench/multi30k.py --directions en-de --minutes 0 --resume --alphas 0.6 1 2
+    PYTHONPATH=src python bench/multi30k.py --directions en-de --minutes 90 --resume --alphas 0.6 1 2
 
 Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at
 ../shared/data/multi30k (train, val, test2016), for at most --minutes, then scores test2016 with
