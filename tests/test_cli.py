@@ -211,4 +211,8 @@ def test_length_penalty_option_overrides_the_config(trained):
         )
         assert scores["length_penalty"] == float(alpha) and scores["beam_size"] == 2
     assert json.loads(invoke("eval", "--json").stdout)["length_penalty"] == 0.6
+    greedy = invoke("translate", "--length-penalty", "50", *sentences)
+    assert greedy.stdout == invoke("translate", *sentences).stdout
+    assert "--length-penalty has no effect on greedy decoding" in greedy.stderr
+    assert "--length-penalty" not in longer.stderr
     assert invoke("translate", "--length-penalty", "-1", "x").exit_code == 2

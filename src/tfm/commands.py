@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from tfm.data import formats
@@ -11,6 +12,8 @@ from tfm.device import resolve_precision, select_device
 from tfm.errors import DataError
 from tfm.evaluation import DecodeSettings, evaluate_split, translate_texts
 from tfm.run import TrainedModel, find_run, load_trained
+
+log = logging.getLogger(__name__)
 
 
 def _open(
@@ -26,6 +29,8 @@ def _open(
     settings = DecodeSettings.from_config(
         trained.config.decoding, target, dtype, beam_size=beam_size, length_penalty=length_penalty
     )
+    if length_penalty is not None and settings.beam_size == 1:
+        log.warning("--length-penalty has no effect on greedy decoding; give --beam-size 2 or more")
     return trained, settings
 
 
