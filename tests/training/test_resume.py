@@ -155,6 +155,20 @@ def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path):
     assert [step for step, _ in losses(run)] == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("budget", ["max_steps", "max_minutes"])
+def test_resuming_a_spent_budget_trains_nothing(tmp_path, budget):
+    run = tmp_path / "run"
+    train(tiny_config(run, max_steps=4), progress_bar=False)
+    before, metrics = weights(run), (run / "metrics.jsonl").read_text()
+    files = sorted(path.name for path in (run / "checkpoints").iterdir())
+    spent = {"max_steps": 4} if budget == "max_steps" else {"max_steps": 99, "max_minutes": 1e-6}
+    result = train(tiny_config(run, **spent), resume=True, progress_bar=False)
+    assert (result.steps, result.stopped_because) == (4, budget)
+    assert same_weights(weights(run), before)
+    assert (run / "metrics.jsonl").read_text() == metrics
+    assert sorted(path.name for path in (run / "checkpoints").iterdir()) == files
+
+
 def test_resume_without_a_checkpoint_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no complete checkpoint"):
         train(tiny_config(tmp_path / "run", max_steps=2), resume=True, progress_bar=False)

@@ -107,6 +107,9 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
     t = session.config.train
     p = session.progress
     started = time.monotonic() - p.elapsed_s
+    if spent := _budget_spent(session):
+        log.info("nothing to train: the run has already reached train.%s", spent)
+        return spent
     window_tokens, window_start, window_loss, window_steps = 0, time.monotonic(), 0.0, 0
     while t.max_epochs is None or p.epoch < t.max_epochs:
         batches = session.sampler.epoch(p.epoch)
@@ -146,6 +149,16 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
     if session.validated_step != p.step:
         parallel.validate()
     return "max_epochs"
+
+
+def _budget_spent(session: Session) -> str | None:
+    """The step or time budget a resumed run had used up before this process took a step."""
+    t, p = session.config.train, session.progress
+    if t.max_steps is not None and p.step >= t.max_steps:
+        return "max_steps"
+    if t.max_minutes is not None and p.elapsed_s >= 60 * t.max_minutes:
+        return "max_minutes"
+    return None
 
 
 def _after_step(session: Session, parallel: DataParallel, started: float) -> str | None:
