@@ -195,11 +195,8 @@ def test_beam_size_one_is_greedy_and_a_wider_beam_scores_its_width(trained):
 def test_length_penalty_option_overrides_the_config(trained):
     sentences = ["i see the dog", "the big dog sees the small cat", "we hope that he sleeps"]
     default = invoke("translate", "--beam-size", "4", *sentences).stdout
-    assert invoke(
-        "translate", "--beam-size", "4", "--length-penalty", "0.6", *sentences
-    ).stdout == (
-        default  # the config's alpha (the default, 0.6)
-    )
+    same = invoke("translate", "--beam-size", "4", "--length-penalty", "0.6", *sentences)
+    assert same.stdout == default  # 0.6 is the config's alpha (the default)
     # A huge alpha makes every extra token worth more than any loss of log-probability, so the
     # beam keeps going to the length limit: longer output than the config's alpha gives.
     longer = invoke("translate", "--beam-size", "4", "--length-penalty", "50", *sentences)

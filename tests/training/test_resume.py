@@ -169,6 +169,12 @@ def test_resuming_a_spent_budget_trains_nothing(tmp_path, budget):
     assert sorted(path.name for path in (run / "checkpoints").iterdir()) == files
 
 
+def test_a_time_budget_ends_training_at_the_step_that_spends_it(tmp_path):
+    config = tiny_config(tmp_path / "run", max_steps=99, max_minutes=1e-6)
+    result = train(config, progress_bar=False)
+    assert (result.steps, result.stopped_because) == (1, "max_minutes")
+
+
 def test_resume_without_a_checkpoint_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no complete checkpoint"):
         train(tiny_config(tmp_path / "run", max_steps=2), resume=True, progress_bar=False)

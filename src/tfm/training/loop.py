@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from tfm.config import Config
+from tfm.config import Config, TrainConfig
 from tfm.data.batching import collate
 from tfm.data.tokenizer import PAD_ID
 from tfm.device import peak_memory_mib
@@ -154,11 +154,19 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
 def _budget_spent(session: Session) -> str | None:
     """The step or time budget a resumed run had used up before this process took a step."""
     t, p = session.config.train, session.progress
-    if t.max_steps is not None and p.step >= t.max_steps:
+    if _out_of_steps(t, p.step):
         return "max_steps"
-    if t.max_minutes is not None and p.elapsed_s >= 60 * t.max_minutes:
+    if _out_of_time(t, p.elapsed_s):
         return "max_minutes"
     return None
+
+
+def _out_of_steps(t: TrainConfig, step: int) -> bool:
+    return t.max_steps is not None and step >= t.max_steps
+
+
+def _out_of_time(t: TrainConfig, elapsed_s: float) -> bool:
+    return t.max_minutes is not None and elapsed_s >= 60 * t.max_minutes
 
 
 def _after_step(session: Session, parallel: DataParallel, started: float) -> str | None:
@@ -166,11 +174,11 @@ def _after_step(session: Session, parallel: DataParallel, started: float) -> str
     t = session.config.train
     p = session.progress
     stop = parallel.stop
-    out_of_time = t.max_minutes is not None and (time.monotonic() - started) >= 60 * t.max_minutes
+    out_of_time = _out_of_time(t, time.monotonic() - started)
     out_of_time = parallel.agree(out_of_time)  # every process sees what any one of them saw
     if stop.requested:
         return "interrupted"
-    out_of_steps = t.max_steps is not None and p.step >= t.max_steps
+    out_of_steps = _out_of_steps(t, p.step)
     if p.step % t.validate_every == 0 or out_of_steps or out_of_time:
         if parallel.validate():
             return "early_stopping"
