@@ -155,15 +155,23 @@ def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path):
     assert [step for step, _ in losses(run)] == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("budget", ["max_steps", "max_minutes"])
-def test_resuming_a_spent_budget_trains_nothing(tmp_path, budget):
+@pytest.mark.parametrize("budget", ["max_steps", "max_epochs", "max_minutes"])
+def test_resuming_a_spent_budget_trains_nothing(tmp_path, caplog, batches_per_epoch, budget):
     run = tmp_path / "run"
-    train(tiny_config(run, max_steps=4), progress_bar=False)
+    first = {"max_epochs": 1} if budget == "max_epochs" else {"max_steps": 4}
+    steps = train(tiny_config(run, **first), progress_bar=False).steps
     before, metrics = weights(run), (run / "metrics.jsonl").read_text()
     files = sorted(path.name for path in (run / "checkpoints").iterdir())
-    spent = {"max_steps": 4} if budget == "max_steps" else {"max_steps": 99, "max_minutes": 1e-6}
-    result = train(tiny_config(run, **spent), resume=True, progress_bar=False)
-    assert (result.steps, result.stopped_because) == (4, budget)
+    spent = {
+        "max_steps": {"max_steps": 4},
+        "max_epochs": {"max_epochs": 1},
+        "max_minutes": {"max_steps": 99, "max_minutes": 1e-6},
+    }[budget]
+    with caplog.at_level("INFO", logger="tfm"):
+        result = train(tiny_config(run, **spent), resume=True, progress_bar=False)
+    assert (result.steps, result.stopped_because) == (steps, budget)
+    assert f"nothing to train: the run has already reached train.{budget}" in caplog.text
+    assert steps == (batches_per_epoch if budget == "max_epochs" else 4)
     assert same_weights(weights(run), before)
     assert (run / "metrics.jsonl").read_text() == metrics
     assert sorted(path.name for path in (run / "checkpoints").iterdir()) == files

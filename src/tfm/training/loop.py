@@ -152,8 +152,10 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
 
 
 def _budget_spent(session: Session) -> str | None:
-    """The step or time budget a resumed run had used up before this process took a step."""
+    """The step, epoch or time budget a resumed run had used up before this process took a step."""
     t, p = session.config.train, session.progress
+    if t.max_epochs is not None and p.epoch >= t.max_epochs:
+        return "max_epochs"
     if _out_of_steps(t, p.step):
         return "max_steps"
     if _out_of_time(t, p.elapsed_s):
