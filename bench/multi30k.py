@@ -4,12 +4,13 @@
     PYTHONPATH=src python bench/multi30k.py --config configs/multi30k_cpu.yaml --average 5
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 90 --resume  # 10 -> 90
-    PYTHONPATH=src python bench/multi30k.py --directions en-de --minutes 90 --resume --alphas 0.6 1 2
+    PYTHONPATH=src python bench/multi30k.py --directions en-de --minutes 90 --resume --alphas 0.6 2
 
 Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at
 ../shared/data/multi30k (train, val, test2016), for at most --minutes, then scores test2016 with
 greedy and beam search (and, with --average N, the same two for the average of the last N
-checkpoints). With --resume it continues the runs already in --runs (`tfm train --resume`) until
+checkpoints). With --resume it continues the runs already in --runs (`tfm train --resume`, from
+each run's own config.yaml, so --config and the first --set flags need not be given again) until
 --minutes of training in all, then scores them the same way. With --alphas, each beam row decodes
 the validation split once per GNMT length penalty alpha and scores test2016 with the alpha of the
 best validation BLEU (cased), named in its decoding cell. Rows are Markdown: direction,
@@ -47,10 +48,7 @@ def data_overrides(src: str, tgt: str) -> list[str]:
 def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
     src, tgt = direction.split("-")
     run = Path(args.runs) / f"multi30k-{direction}"
-    sets = data_overrides(src, tgt) + [f"run_dir={run}", f"train.max_minutes={args.minutes}"]
-    sets += args.set or []
-    command = ["train", "--config", args.config, "--resume" if args.resume else "--overwrite"]
-    tfm(*command, "--no-progress", *[x for s in sets for x in ("--set", s)])
+    tfm(*train_command(run, src, tgt, args))
     minutes = training_minutes(run)
     runs = [("greedy", str(run), 1), (f"beam {args.beam}", str(run), args.beam)]
     if args.average:
@@ -74,6 +72,20 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
             f"{args.device_name} | {parameters(run)} |"
         )
     return rows
+
+
+def train_command(run: Path, src: str, tgt: str, args: argparse.Namespace) -> list[str]:
+    """`tfm train` arguments for one direction; a resume starts from the run's own config.yaml,
+    so the keys a resume may not change need not be repeated as --set (budgets still may be)."""
+    config = args.config
+    if args.resume:
+        config = str(run / "config.yaml")
+        if not Path(config).is_file():
+            sys.exit(f"--resume: {config} not found; is {run} a run of this script?")
+    sets = data_overrides(src, tgt) + [f"run_dir={run}", f"train.max_minutes={args.minutes}"]
+    sets += args.set or []
+    command = ["train", "--config", config, "--resume" if args.resume else "--overwrite"]
+    return [*command, "--no-progress", *[x for s in sets for x in ("--set", s)]]
 
 
 def best_alpha(options: list[str], alphas: list[float]) -> float:

@@ -1,4 +1,5 @@
-"""bench/multi30k.py's choice of the beam's length penalty on the validation split."""
+"""bench/multi30k.py: the choice of the beam's length penalty on the validation split, and the
+training command of a fresh run and of a resume."""
 
 import importlib.util
 import json
@@ -36,3 +37,35 @@ def test_best_alpha_is_the_best_validation_bleu_first_on_a_tie(bench):
     assert all(call[:6] == ("eval", *options) for call in bench.calls)
     bench.bleu = {0.0: 12.0, 5.0: 30.0}
     assert bench.best_alpha(options, [0.0, 5.0]) == 5.0
+
+
+def _args(bench, *argv: str):
+    return bench.argparse.Namespace(
+        config="configs/multi30k_tiny.yaml", minutes=90.0, set=list(argv), resume=False
+    )
+
+
+def _sets(command: list[str]) -> list[str]:
+    return [command[i + 1] for i, word in enumerate(command) if word == "--set"]
+
+
+def test_a_resume_trains_from_the_runs_own_config_without_repeating_its_keys(bench, tmp_path):
+    run = tmp_path / "multi30k-en-de"
+    run.mkdir()
+    (run / "config.yaml").write_text("model: {d_model: 128}\n")
+    args = _args(bench, "train.max_epochs=300")
+    fresh = bench.train_command(run, "en", "de", args)
+    assert fresh[:4] == ["train", "--config", "configs/multi30k_tiny.yaml", "--overwrite"]
+    args.resume = True
+    resumed = bench.train_command(run, "en", "de", args)
+    assert resumed[:4] == ["train", "--config", str(run / "config.yaml"), "--resume"]
+    assert _sets(resumed) == _sets(fresh)
+    assert _sets(resumed)[-2:] == ["train.max_minutes=90.0", "train.max_epochs=300"]
+    assert f"run_dir={run}" in _sets(resumed)
+
+
+def test_a_resume_without_a_run_says_which_config_is_missing(bench, tmp_path):
+    args = _args(bench)
+    args.resume = True
+    with pytest.raises(SystemExit, match=r"--resume: .*multi30k-de-en/config.yaml not found"):
+        bench.train_command(tmp_path / "multi30k-de-en", "de", "en", args)
