@@ -213,3 +213,53 @@ def test_length_penalty_option_overrides_the_config(trained):
     assert "--length-penalty has no effect on greedy decoding" in greedy.stderr
     assert "--length-penalty" not in longer.stderr
     assert invoke("translate", "--length-penalty", "-1", "x").exit_code == 2
+
+
+def nbest_rows(stdout: str) -> list[tuple[int, float, str]]:
+    rows = [line.split("\t") for line in stdout.split("\n")[:-1]]
+    assert all(len(row) == 3 for row in rows), stdout
+    return [(int(number), float(score), text) for number, score, text in rows]
+
+
+def test_n_best_prints_each_sentences_best_hypotheses_with_their_scores(trained, workdir):
+    from tfm.data.tokenizer import EOS_ID
+    from tfm.evaluation import DecodeSettings, translate_nbest_ids
+    from tfm.run import find_run, load_trained
+
+    sentences = ["i see the dog", "", "the big dog sees the small cat"]
+    result = invoke("translate", "--n-best", "3", "--beam-size", "4", input="\n".join(sentences))
+    assert result.exit_code == 0, result.output
+    rows = nbest_rows(result.stdout)
+    assert [number for number, _, _ in rows] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert rows[3:6] == [(2, 0.0, "")] * 3  # a blank line: empty translations, certain
+    for first in (0, 6):
+        scores = [score for _, score, _ in rows[first : first + 3]]
+        assert scores == sorted(scores, reverse=True) and scores[0] < 0
+        assert len({text for _, _, text in rows[first : first + 3]}) == 3
+    one_best = invoke("translate", "--beam-size", "4", sentences[0], sentences[2]).stdout
+    assert one_best == f"{rows[0][2]}\n{rows[6][2]}\n"
+    # The same hypotheses and scores as the library's beam search on the saved model.
+    trained_model = load_trained(find_run(None), torch.device("cpu"))
+    tokenizer = trained_model.tokenizer
+    sources = [ids + [EOS_ID] for ids in tokenizer.encode_src([sentences[0], sentences[2]])]
+    settings = DecodeSettings(max_len_b=5, beam_size=4)
+    found = translate_nbest_ids(trained_model.model, sources, settings, 3)
+    expected = []
+    for hypotheses in found:
+        texts = tokenizer.decode_tgt([h.tokens for h in hypotheses])
+        expected += [(text, h.score) for text, h in zip(texts, hypotheses, strict=True)]
+    assert [text for _, _, text in rows[:3] + rows[6:]] == [text for text, _ in expected]
+    printed = [score for _, score, _ in rows[:3] + rows[6:]]
+    assert printed == pytest.approx([score for _, score in expected], abs=5e-5)
+
+
+def test_n_best_widens_the_beam_to_n_unless_a_narrower_one_is_asked_for(trained):
+    sentence = "the big dog sees the small cat"
+    rows = nbest_rows(invoke("translate", "--n-best", "3", sentence).stdout)  # config: greedy
+    assert len(rows) == 3
+    assert rows[0][2] == invoke("translate", "--beam-size", "3", sentence).stdout.strip()
+    greedy = nbest_rows(invoke("translate", "--n-best", "1", "--beam-size", "1", sentence).stdout)
+    assert [text for _, _, text in greedy] == [invoke("translate", sentence).stdout.strip()]
+    narrow = invoke("translate", "--n-best", "3", "--beam-size", "2", sentence)
+    one_line_error(narrow, 2, "--n-best 3 needs --beam-size 3 or more, not 2")
+    assert invoke("translate", "--n-best", "0", sentence).exit_code == 2

@@ -203,12 +203,22 @@ def translate(
     device: DeviceOption = None,
     beam_size: BeamOption = None,
     length_penalty: LengthPenaltyOption = None,
+    n_best: Annotated[
+        int | None,
+        typer.Option(
+            "--n-best",
+            min=1,
+            help="Print the N best beam hypotheses of each sentence, best first, as "
+            "'LINE<tab>SCORE<tab>TRANSLATION' (LINE counts from 1; SCORE is the length-"
+            "normalised log-probability); the beam is at least N.",
+        ),
+    ] = None,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
     _setup_logging()
 
     def body() -> int:
-        from tfm.commands import read_lines, translate_lines
+        from tfm.commands import read_lines, translate_lines, translate_lines_nbest
 
         if sentences and file:
             raise UsageError("give sentences or --file, not both")
@@ -223,10 +233,14 @@ def translate(
                 lines.pop()
         else:
             raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
-        translations = translate_lines(
-            run, lines, device=device, beam_size=beam_size, length_penalty=length_penalty
-        )
-        for line in translations:
+        decoding = {"device": device, "beam_size": beam_size, "length_penalty": length_penalty}
+        if n_best is not None:
+            found = translate_lines_nbest(run, lines, n_best, **decoding)
+            for number, hypotheses in enumerate(found, start=1):
+                for text, score in hypotheses:
+                    typer.echo(f"{number}\t{score:.4f}\t{text}")
+            return 0
+        for line in translate_lines(run, lines, **decoding):
             typer.echo(line)
         return 0
 

@@ -9,8 +9,13 @@ from tfm.data import formats
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import encode_split, prepare_splits
 from tfm.device import resolve_precision, select_device
-from tfm.errors import DataError
-from tfm.evaluation import DecodeSettings, evaluate_split, translate_texts
+from tfm.errors import DataError, UsageError
+from tfm.evaluation import (
+    DecodeSettings,
+    evaluate_split,
+    translate_texts,
+    translate_texts_nbest,
+)
 from tfm.run import TrainedModel, find_run, load_trained
 
 log = logging.getLogger(__name__)
@@ -21,11 +26,16 @@ def _open(
     device: str | None,
     beam_size: int | None,
     length_penalty: float | None,
+    *,
+    min_beam: int = 1,
 ) -> tuple[TrainedModel, DecodeSettings]:
+    """The trained run and its decoding settings; without `beam_size`, the config's beam size
+    but at least `min_beam`."""
     paths = find_run(run)
     target = select_device(device or "auto")
     trained = load_trained(paths, target)
     dtype = resolve_precision(trained.config.train.precision, target)
+    beam_size = beam_size or max(trained.config.decoding.beam_size, min_beam)
     settings = DecodeSettings.from_config(
         trained.config.decoding, target, dtype, beam_size=beam_size, length_penalty=length_penalty
     )
@@ -81,6 +91,23 @@ def translate_lines(
     """Translations of `lines`, one per line, in order; an empty line stays empty."""
     trained, settings = _open(run, device, beam_size, length_penalty)
     return translate_texts(trained.model, trained.tokenizer, lines, settings)
+
+
+def translate_lines_nbest(
+    run: str | Path | None,
+    lines: list[str],
+    n_best: int,
+    *,
+    device: str | None = None,
+    beam_size: int | None = None,
+    length_penalty: float | None = None,
+) -> list[list[tuple[str, float]]]:
+    """The `n_best` (translation, score) pairs of each line, best first, by beam search; the
+    beam is `beam_size`, else the config's but at least `n_best`."""
+    if beam_size is not None and beam_size < n_best:
+        raise UsageError(f"--n-best {n_best} needs --beam-size {n_best} or more, not {beam_size}")
+    trained, settings = _open(run, device, beam_size, length_penalty, min_beam=n_best)
+    return translate_texts_nbest(trained.model, trained.tokenizer, lines, settings, n_best)
 
 
 def read_lines(path: Path, *, option: str = "--file") -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import sacrebleu
@@ -21,7 +21,7 @@ from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from tfm.device import autocast
 from tfm.loss import token_loss_sum
-from tfm.transformer import Transformer, beam_search, greedy_decode
+from tfm.transformer import Hypothesis, Transformer, beam_search, greedy_decode
 
 log = logging.getLogger(__name__)
 
@@ -64,18 +64,8 @@ def translate_ids(
     model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings
 ) -> list[list[int]]:
     """Decode framed sources (ids + EOS), greedy or beam; returns output ids in input order."""
-    model.eval()
-    limit = model.max_len  # the positional table; decoding caps its output at it too
     outputs: list[list[int]] = [[] for _ in sources]
-    clipped = [list(s[: limit - 1]) + [EOS_ID] if len(s) > limit else list(s) for s in sources]
-    if n_long := sum(len(s) > limit for s in sources):
-        log.warning("%d source(s) longer than %d tokens were cut to fit the model", n_long, limit)
-    # A beam multiplies the batch by beam_size; keep the decoding batch's size the same.
-    budget = max(settings.max_tokens // settings.beam_size, 1)
-    for indices in inference_batches([len(s) for s in clipped], max_tokens=budget):
-        src = pad([clipped[i] for i in indices], PAD_ID).to(settings.device)
-        limits = {"bos_id": BOS_ID, "eos_id": EOS_ID}
-        limits.update(max_len_a=settings.max_len_a, max_len_b=settings.max_len_b)
+    for indices, src, limits in _source_batches(model, sources, settings):
         with autocast(settings.device, settings.dtype):
             if settings.beam_size == 1:
                 tokens = greedy_decode(model, src, **limits).tokens
@@ -93,6 +83,45 @@ def translate_ids(
     return outputs
 
 
+def translate_nbest_ids(
+    model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings, n_best: int
+) -> list[list[Hypothesis]]:
+    """The `n_best` beam search hypotheses (<= settings.beam_size) of each framed source, best
+    first, in input order; beam size 1 gives greedy's output with its score."""
+    outputs: list[list[Hypothesis]] = [[] for _ in sources]
+    for indices, src, limits in _source_batches(model, sources, settings):
+        with autocast(settings.device, settings.dtype):
+            found = beam_search(
+                model,
+                src,
+                beam_size=settings.beam_size,
+                length_penalty=settings.length_penalty,
+                n_best=n_best,
+                **limits,
+            )
+        for i, hypotheses in zip(indices, found, strict=True):
+            outputs[i] = hypotheses
+    return outputs
+
+
+def _source_batches(
+    model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings
+) -> Iterator[tuple[list[int], torch.Tensor, dict]]:
+    """(indices, padded sources on the device, decoding limits) per batch, sorted by length;
+    sources longer than the positional table are cut to fit it, with a warning."""
+    model.eval()
+    limit = model.max_len  # the positional table; decoding caps its output at it too
+    clipped = [list(s[: limit - 1]) + [EOS_ID] if len(s) > limit else list(s) for s in sources]
+    if n_long := sum(len(s) > limit for s in sources):
+        log.warning("%d source(s) longer than %d tokens were cut to fit the model", n_long, limit)
+    limits = {"bos_id": BOS_ID, "eos_id": EOS_ID}
+    limits.update(max_len_a=settings.max_len_a, max_len_b=settings.max_len_b)
+    # A beam multiplies the batch by beam_size; keep the decoding batch's size the same.
+    budget = max(settings.max_tokens // settings.beam_size, 1)
+    for indices in inference_batches([len(s) for s in clipped], max_tokens=budget):
+        yield indices, pad([clipped[i] for i in indices], PAD_ID).to(settings.device), limits
+
+
 def translate_texts(
     model: Transformer, tokenizer: Tokenizer, texts: Sequence[str], settings: DecodeSettings
 ) -> list[str]:
@@ -103,6 +132,25 @@ def translate_texts(
     result = [""] * len(texts)
     for i, text in zip(todo, tokenizer.decode_tgt(out_ids), strict=True):
         result[i] = text
+    return result
+
+
+def translate_texts_nbest(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    settings: DecodeSettings,
+    n_best: int,
+) -> list[list[tuple[str, float]]]:
+    """The `n_best` translations of each sentence with their scores, best first; a blank input
+    line gives `n_best` empty translations scored 0 (the empty output is certain)."""
+    todo = [i for i, t in enumerate(texts) if t.strip()]
+    encoded = tokenizer.encode_src([texts[i].strip() for i in todo])
+    found = translate_nbest_ids(model, [ids + [EOS_ID] for ids in encoded], settings, n_best)
+    result = [[("", 0.0)] * n_best for _ in texts]
+    for i, hypotheses in zip(todo, found, strict=True):
+        decoded = tokenizer.decode_tgt([h.tokens for h in hypotheses])
+        result[i] = [(text, h.score) for text, h in zip(decoded, hypotheses, strict=True)]
     return result
 
 
