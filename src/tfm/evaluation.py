@@ -64,20 +64,12 @@ def translate_ids(
     model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings
 ) -> list[list[int]]:
     """Decode framed sources (ids + EOS), greedy or beam; returns output ids in input order."""
+    if settings.beam_size > 1:
+        return [best[0].tokens for best in translate_nbest_ids(model, sources, settings, 1)]
     outputs: list[list[int]] = [[] for _ in sources]
     for indices, src, limits in _source_batches(model, sources, settings):
         with autocast(settings.device, settings.dtype):
-            if settings.beam_size == 1:
-                tokens = greedy_decode(model, src, **limits).tokens
-            else:
-                found = beam_search(
-                    model,
-                    src,
-                    beam_size=settings.beam_size,
-                    length_penalty=settings.length_penalty,
-                    **limits,
-                )
-                tokens = [hypotheses[0].tokens for hypotheses in found]
+            tokens = greedy_decode(model, src, **limits).tokens
         for i, ids in zip(indices, tokens, strict=True):
             outputs[i] = ids
     return outputs
