@@ -118,9 +118,8 @@ def translate_texts(
     model: Transformer, tokenizer: Tokenizer, texts: Sequence[str], settings: DecodeSettings
 ) -> list[str]:
     """Translate sentences; an empty (or blank) input line gives an empty output line."""
-    todo = [i for i, t in enumerate(texts) if t.strip()]
-    encoded = tokenizer.encode_src([texts[i].strip() for i in todo])
-    out_ids = translate_ids(model, [ids + [EOS_ID] for ids in encoded], settings)
+    todo, sources = _framed_nonblank(tokenizer, texts)
+    out_ids = translate_ids(model, sources, settings)
     result = [""] * len(texts)
     for i, text in zip(todo, tokenizer.decode_tgt(out_ids), strict=True):
         result[i] = text
@@ -136,14 +135,22 @@ def translate_texts_nbest(
 ) -> list[list[tuple[str, float]]]:
     """The `n_best` translations of each sentence with their scores, best first; a blank input
     line gives `n_best` empty translations scored 0 (the empty output is certain)."""
-    todo = [i for i, t in enumerate(texts) if t.strip()]
-    encoded = tokenizer.encode_src([texts[i].strip() for i in todo])
-    found = translate_nbest_ids(model, [ids + [EOS_ID] for ids in encoded], settings, n_best)
+    todo, sources = _framed_nonblank(tokenizer, texts)
+    found = translate_nbest_ids(model, sources, settings, n_best)
     result = [[("", 0.0)] * n_best for _ in texts]
     for i, hypotheses in zip(todo, found, strict=True):
         decoded = tokenizer.decode_tgt([h.tokens for h in hypotheses])
         result[i] = [(text, h.score) for text, h in zip(decoded, hypotheses, strict=True)]
     return result
+
+
+def _framed_nonblank(
+    tokenizer: Tokenizer, texts: Sequence[str]
+) -> tuple[list[int], list[list[int]]]:
+    """The indices of the non-blank texts, and those texts encoded and framed (ids + EOS)."""
+    todo = [i for i, t in enumerate(texts) if t.strip()]
+    encoded = tokenizer.encode_src([texts[i].strip() for i in todo])
+    return todo, [ids + [EOS_ID] for ids in encoded]
 
 
 @torch.inference_mode()
