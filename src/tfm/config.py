@@ -138,6 +138,7 @@ class TrainConfig(StrictModel):
     patience: int | None = Field(None, ge=1)  # validations without improvement; None: off
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
+    compile: bool = False  # torch.compile the model for training steps
     log_every: int = Field(50, ge=1)
     keep_last: int = Field(3, ge=1)
     keep_best: int = Field(1, ge=1)

@@ -9,6 +9,8 @@ import contextlib
 import hashlib
 import inspect
 import logging
+import os
+import shutil
 import signal
 from dataclasses import dataclass
 
@@ -21,6 +23,9 @@ from tfm.training.distributed import Replicas
 from tfm.training.session import Session, StopFlag
 
 log = logging.getLogger(__name__)
+
+# What inductor's CPU code generation calls (it reads $CXX first).
+_CXX = tuple(c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c)
 
 # The model's only buffers are fixed positional tables: no need to broadcast them every forward.
 # torch 2.13 renamed DDP's option (and warns about the old name).
@@ -58,11 +63,26 @@ def shard(
     return span[rank::world_size], len(span)
 
 
+def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """`module` under `torch.compile` for training steps: shapes vary from batch to batch, so
+    compiled for dynamic shapes (one compilation, not one per batch shape). It shares the
+    parameters; checkpoints keep saving the uncompiled model. On CPU, inductor needs a C++
+    compiler: without one, a one-line error instead of a failure at the first step."""
+    if device.type == "cpu" and not any(shutil.which(c) for c in _CXX):
+        raise UsageError(
+            "train.compile: torch.compile on CPU needs a C++ compiler (g++, c++ or clang++; "
+            "none found on PATH); install one or set train.compile: false"
+        )
+    log.info("train.compile: the model is compiled at its first training step (this takes a while)")
+    return torch.compile(module, dynamic=True)
+
+
 class DataParallel:
     """What the training loop asks of the other processes; on one process, nothing at all.
 
-    `module` is the model to call in training (the DDP wrapper under torchrun), `stop` the stop
-    request to read (the agreed one under torchrun, the signal handler's own otherwise).
+    `module` is the model to call in training (the DDP wrapper under torchrun; compiled with
+    `torch.compile` when train.compile is on), `stop` the stop request to read (the agreed one
+    under torchrun, the signal handler's own otherwise).
     """
 
     def __init__(self, replicas: Replicas, session: Session, stop: StopFlag) -> None:
@@ -71,8 +91,13 @@ class DataParallel:
         self.stop: StopFlag | AgreedStop = stop
         self._local_stop = stop
         self._told_tail = False
-        if not replicas.active:
-            return
+        if replicas.active:
+            self._start_ddp()
+        if session.config.train.compile:
+            self.module = compiled(self.module, session.device)
+
+    def _start_ddp(self) -> None:
+        replicas, session = self.replicas, self.session
         t, world_size = session.config.train, replicas.world_size
         if len(session.sampler) < world_size:
             raise UsageError(
@@ -82,7 +107,7 @@ class DataParallel:
             )
         if session.device.type not in ("cpu", "cuda"):
             raise UsageError(f"torchrun training runs on cuda or cpu, not {session.device.type}")
-        self.module = DistributedDataParallel(
+        self.module = self._ddp = DistributedDataParallel(
             session.model,
             device_ids=[replicas.local_rank] if session.device.type == "cuda" else None,
             **_NO_BUFFER_SYNC,
@@ -130,7 +155,7 @@ class DataParallel:
     def gradient_sync(self, *, last: bool) -> contextlib.AbstractContextManager:
         """Accumulate locally; average gradients over processes in the step's last backward."""
         if self.replicas.active and not last:
-            return self.module.no_sync()
+            return self._ddp.no_sync()
         return contextlib.nullcontext()
 
     def backward(self, loss: torch.Tensor) -> None:

@@ -99,10 +99,10 @@ class Transformer(nn.Module):
 
     def source_mask(self, src_ids: Tensor) -> Tensor | None:
         """Key padding mask (B, 1, 1, S), True = real token; None when nothing is padding, so
-        attention can skip masking altogether."""
+        attention can skip masking altogether (except under torch.compile)."""
         is_real = src_ids != self.pad_id  # (B, S)
-        if bool(is_real.all()):
-            return None
+        if not torch.compiler.is_compiling() and bool(is_real.all()):
+            return None  # (under torch.compile, a branch on the data would break the graph)
         return is_real[:, None, None, :]  # (B, 1, 1, S)
 
     def _embed(self, ids: Tensor, embedding: TokenEmbedding, offset: int = 0) -> Tensor:

@@ -1,0 +1,56 @@
+"""train.compile: training steps run through torch.compile and learn what eager steps learn."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from tiny_run import write_tiny_config
+from torch._dynamo.utils import counters
+
+from tfm.checkpoint import load_checkpoint
+from tfm.config import load_config
+from tfm.errors import UsageError
+from tfm.training import data_parallel, train
+
+STEPS = 4
+
+
+def run_tiny(tmp_path, name: str, *, compile: bool):
+    run = tmp_path / name
+    train_keys = {"max_steps": STEPS, "validate_every": STEPS, "compile": compile}
+    path = write_tiny_config(
+        tmp_path / f"{name}.yaml", run, n_train=240, n_eval=8, dropout=0.0, max_len_b=3,
+        train=train_keys,
+    )  # fmt: skip
+    train(load_config(path), progress_bar=False)
+    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    losses = [e["train_loss"] for e in events if "train_loss" in e]
+    (val_loss,) = [e["val_loss"] for e in events if "val_loss" in e]
+    return losses, val_loss, load_checkpoint(run / "last.pt")["model"]
+
+
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in data_parallel._CXX), reason="inductor needs a C++ compiler"
+)
+def test_compiled_training_steps_equal_eager_ones_and_save_the_plain_model(tmp_path):
+    # Dropout 0: compiled code draws its own random numbers, so masks would differ.
+    torch._dynamo.reset()
+    counters.clear()
+    eager_losses, eager_val_loss, eager_weights = run_tiny(tmp_path, "eager", compile=False)
+    assert counters["stats"]["unique_graphs"] == 0
+    losses, val_loss, weights = run_tiny(tmp_path, "compiled", compile=True)
+    assert counters["stats"]["unique_graphs"] >= 1  # it did go through torch.compile
+    assert len(losses) == len(eager_losses) == STEPS
+    assert losses == pytest.approx(eager_losses, rel=1e-5)
+    # The weights themselves differ where Adam scales up rounding noise (the key projection's
+    # bias gets no gradient but noise); what they compute does not.
+    assert val_loss == pytest.approx(eager_val_loss, rel=1e-4)
+    assert weights.keys() == eager_weights.keys()  # no "_orig_mod." prefixes in checkpoints
+    torch._dynamo.reset()
+
+
+def test_compile_on_cpu_without_a_cpp_compiler_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(data_parallel.shutil, "which", lambda name: None)
+    with pytest.raises(UsageError, match=r"^train.compile: .* needs a C\+\+ compiler"):
+        run_tiny(tmp_path, "nocxx", compile=True)
