@@ -76,7 +76,7 @@ def summary(ratios: Sequence[float]) -> str:
 
 
 def machine() -> str:
-    """CPU model, cores, load and torch version, for the record."""
+    """CPU model, cores, GPU if any, load and torch version, for the record."""
     import torch
 
     model = "unknown CPU"
@@ -84,7 +84,8 @@ def machine() -> str:
         names = [line.split(":", 1)[1].strip() for line in info if line.startswith("model name")]
         model = names[0] if names else model
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
     return (
-        f"{model}, {os.cpu_count()} CPUs, torch {torch.__version__} "
+        f"{model}, {os.cpu_count()} CPUs{gpu}, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads), load {load}"
     )

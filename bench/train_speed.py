@@ -8,10 +8,17 @@ through tfm's own training step (`training.loop._optimizer_step` on a real `Sess
     (d) bf16 autocast against float32: steps per second, interleaved step by step on the same
         batches from the same initial weights, and the validation loss after the same steps
         (goal >= 2x, validation loss within 2%)
+    (e) only when asked (--only e), for a GPU: float32, bf16 autocast and bf16 autocast with
+        train.compile, interleaved step by step on the same batches from the same initial
+        weights: real target tokens per second, the speed of each against float32, and the
+        share of the device's bf16 peak reached (FLOPs of a step counted by
+        torch.utils.flop_counter; peak from --peak-tflops or the GPU's name)
     and the top costs of one profiled step (torch.profiler).
 
     PYTHONPATH=src python bench/train_speed.py            # a few minutes on 2 CPU cores
     PYTHONPATH=src python bench/train_speed.py --quick    # a smoke run
+    PYTHONPATH=src python bench/train_speed.py --device cuda --only e --steps 60 \
+        --set train.max_tokens=16384                      # one GPU
 
 (a) times each piece inside the real step by wrapping it (model forward hooks, the loss function,
 backward, clip_grad_norm_, optimizer.step, collate, Batch.to) for this process only; the rest of
@@ -145,13 +152,18 @@ def profile_step(session: Session, parallel: DataParallel, rows: int) -> None:
     print("profile of one step (self CPU time):\n" + table)
 
 
-def twin(session: Session, initial: dict, dtype: torch.dtype) -> tuple[Session, DataParallel]:
-    """A fresh copy of the session's model and optimizer from `initial` weights, in `dtype`."""
+def twin(
+    session: Session, initial: dict, dtype: torch.dtype, *, compile: bool = False
+) -> tuple[Session, DataParallel]:
+    """A fresh copy of the session's model and optimizer from `initial` weights, in `dtype`,
+    its training steps compiled when `compile`."""
     model = copy.deepcopy(session.model)
     model.load_state_dict(initial)
+    config = session.config.model_copy(deep=True)
+    config.train.compile = compile
     copy_ = dataclasses.replace(
-        session, model=model, optimizer=build_optimizer(model, session.config), dtype=dtype,
-        progress=Progress(),
+        session, config=config, model=model, optimizer=build_optimizer(model, config),
+        dtype=dtype, progress=Progress(),
     )  # fmt: skip
     return copy_, DataParallel(Replicas(), copy_, StopFlag())
 
@@ -186,6 +198,68 @@ def bf16_against_fp32(session: Session, initial: dict, args) -> None:
           "goal within 2%")  # fmt: skip
 
 
+# Dense bf16 tensor-core peaks from the vendors' data sheets, TFLOP/s, by a part of the name.
+BF16_PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0}
+
+
+def bf16_peak_tflops(device: torch.device, given: float | None) -> float | None:
+    if given is not None or device.type != "cuda":
+        return given
+    name = torch.cuda.get_device_name(device)
+    return next((peak for part, peak in BF16_PEAK_TFLOPS.items() if part in name), None)
+
+
+def step_flops(session: Session, initial: dict, batch: list[int]) -> float:
+    """Floating-point operations of one float32 training step on `batch` (forward, backward and
+    optimizer), counted by torch.utils.flop_counter on a throw-away copy."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counting = twin(session, initial, torch.float32)
+    with FlopCounterMode(display=False) as counter:
+        loop._optimizer_step(*counting, [batch])
+    return float(counter.get_total_flops())
+
+
+def precisions_and_compile(session: Session, initial: dict, args) -> None:
+    """(e): float32, bf16 and bf16 compiled, alternating step by step over the same batches;
+    the first --warmup steps (compilation) are left out of the timings."""
+    variants = {
+        "fp32": twin(session, initial, torch.float32),
+        "bf16": twin(session, initial, torch.bfloat16),
+        "bf16 + compile": twin(session, initial, torch.bfloat16, compile=True),
+    }
+    split = session.train_split
+    batches = session.sampler.epoch(1)[: args.warmup + args.steps]
+    tokens = [sum(len(split.tgt[i]) - 1 for i in batch) for batch in batches]  # BOS not a target
+    flops = [step_flops(session, initial, batch) for batch in batches[args.warmup :]]
+    sync = torch.cuda.synchronize if session.device.type == "cuda" else lambda: None
+    seconds: dict[str, list[float]] = defaultdict(list)
+    for k, batch in enumerate(batches):
+        names = list(variants) if k % 2 == 0 else list(reversed(variants))
+        for name in names:
+            sync()
+            start = time.perf_counter()
+            loop._optimizer_step(*variants[name], [batch])
+            sync()
+            seconds[name].append(time.perf_counter() - start)
+        if k + 1 == args.warmup:
+            log.info("warm-up (compilation) done after %d steps", k + 1)
+    peak = bf16_peak_tflops(session.device, args.peak_tflops)
+    timed_tokens, timed_flops = sum(tokens[args.warmup :]), sum(flops)
+    print(f"(e) {args.steps} timed steps each after {args.warmup} warm-up steps, "
+          f"{timed_tokens / args.steps:.0f} real target tokens and "
+          f"{timed_flops / args.steps / 1e12:.3f} TFLOP a step; bf16 peak: "
+          f"{f'{peak:g} TFLOP/s' if peak else 'unknown (give --peak-tflops)'}")  # fmt: skip
+    base = seconds["fp32"][args.warmup :]
+    for name, times in seconds.items():
+        timed = times[args.warmup :]
+        ratios = [b / t for b, t in zip(base, timed, strict=True)]
+        rate = timed_flops / sum(timed) / 1e12
+        share = f", {100 * rate / peak:.1f}% of the bf16 peak" if peak else ""
+        print(f"  {name:>15}: {timed_tokens / sum(timed):9.0f} tokens/s, {rate:7.2f} TFLOP/s"
+              f"{share}; speed against fp32 {summary(ratios)}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of each part")
@@ -193,14 +267,19 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="epochs over the subset for (a, c)")
     parser.add_argument("--steps", type=int, default=30, help="steps per precision for (d)")
     parser.add_argument("--profile-rows", type=int, default=15, help="0 skips the profile")
-    parser.add_argument("--only", choices=["a", "b", "c", "d", "profile"], nargs="*")
+    parser.add_argument("--only", choices=["a", "b", "c", "d", "e", "profile"], nargs="*")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed first steps for (e)")
+    parser.add_argument("--peak-tflops", type=float, help="the device's bf16 peak for (e)")
+    parser.add_argument("--set", action="append", default=[], help="extra config overrides")
     args = parser.parse_args()
     if args.quick:
-        args.subset, args.epochs, args.steps = 600, 2, 6
+        args.subset, args.epochs, args.steps, args.warmup = 600, 2, 6, 2
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     parts = set(args.only or ["a", "b", "c", "d", "profile"])
     print(machine())
-    with training_session(["train.warmup_steps=100", "train.lr=0.001"]) as (session, parallel):
+    overrides = ["train.warmup_steps=100", "train.lr=0.001", f"train.device={args.device}"]
+    with training_session([*overrides, *args.set]) as (session, parallel):
         initial = copy.deepcopy(session.model.state_dict())
         if "b" in parts:
             padding(session)
@@ -208,6 +287,8 @@ def main() -> None:
             overhead_and_memory(session, parallel, args)
         if "d" in parts:
             bf16_against_fp32(session, initial, args)
+        if "e" in parts:
+            precisions_and_compile(session, initial, args)
         if "profile" in parts and args.profile_rows:
             profile_step(session, parallel, args.profile_rows)
     print("load average at the end:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
