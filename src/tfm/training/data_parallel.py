@@ -65,7 +65,7 @@ def shard(
 
 def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """`module` under `torch.compile` for training steps: shapes vary from batch to batch, so
-    compiled for dynamic shapes (one compilation, not one per batch shape). It shares the
+    compiled for dynamic shapes (a few compilations in all, not one per batch shape). It shares the
     parameters; checkpoints keep saving the uncompiled model. On CPU, inductor needs a C++
     compiler: without one, a one-line error instead of a failure at the first step."""
     if device.type == "cpu" and not any(shutil.which(c) for c in _CXX):
