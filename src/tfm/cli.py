@@ -208,9 +208,9 @@ def translate(
         typer.Option(
             "--n-best",
             min=1,
-            help="Print the N best beam hypotheses of each sentence, best first, as "
-            "'LINE<tab>SCORE<tab>TRANSLATION' (LINE counts from 1; SCORE is the length-"
-            "normalised log-probability); the beam is at least N.",
+            help="Print the N best beam hypotheses of each sentence, best first: line number "
+            "(from 1), score (length-normalised log-probability) and translation, separated "
+            "by tabs; the beam is at least N.",
         ),
     ] = None,
 ) -> None:
