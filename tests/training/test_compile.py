@@ -30,13 +30,20 @@ def run_tiny(tmp_path, name: str, *, compile: bool):
     return losses, val_loss, load_checkpoint(run / "last.pt")["model"]
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """No compiled code or counts from earlier tests, and none left for later ones."""
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+
+
 @pytest.mark.skipif(
     not any(shutil.which(c) for c in data_parallel._CXX), reason="inductor needs a C++ compiler"
 )
-def test_compiled_training_steps_equal_eager_ones_and_save_the_plain_model(tmp_path):
+def test_compiled_training_steps_equal_eager_ones_and_save_the_plain_model(tmp_path, fresh_dynamo):
     # Dropout 0: compiled code draws its own random numbers, so masks would differ.
-    torch._dynamo.reset()
-    counters.clear()
     eager_losses, eager_val_loss, eager_weights = run_tiny(tmp_path, "eager", compile=False)
     assert counters["stats"]["unique_graphs"] == 0
     losses, val_loss, weights = run_tiny(tmp_path, "compiled", compile=True)
@@ -47,7 +54,6 @@ def test_compiled_training_steps_equal_eager_ones_and_save_the_plain_model(tmp_p
     # bias gets no gradient but noise); what they compute does not.
     assert val_loss == pytest.approx(eager_val_loss, rel=1e-4)
     assert weights.keys() == eager_weights.keys()  # no "_orig_mod." prefixes in checkpoints
-    torch._dynamo.reset()
 
 
 def test_compile_on_cpu_without_a_cpp_compiler_is_a_usage_error(tmp_path, monkeypatch):
