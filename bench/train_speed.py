@@ -209,12 +209,12 @@ def bf16_peak_tflops(device: torch.device, given: float | None) -> float | None:
     return next((peak for part, peak in BF16_PEAK_TFLOPS.items() if part in name), None)
 
 
-def step_flops(session: Session, initial: dict, batch: list[int]) -> float:
+def step_flops(counting: tuple[Session, DataParallel], batch: list[int]) -> float:
     """Floating-point operations of one float32 training step on `batch` (forward, backward and
-    optimizer), counted by torch.utils.flop_counter on a throw-away copy."""
+    optimizer), counted by torch.utils.flop_counter on `counting`, a throw-away twin (the count
+    does not depend on its weights, so one twin serves every batch)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    counting = twin(session, initial, torch.float32)
     with FlopCounterMode(display=False) as counter:
         loop._optimizer_step(*counting, [batch])
     return float(counter.get_total_flops())
@@ -231,7 +231,8 @@ def precisions_and_compile(session: Session, initial: dict, args) -> None:
     split = session.train_split
     batches = session.sampler.epoch(1)[: args.warmup + args.steps]
     tokens = [sum(len(split.tgt[i]) - 1 for i in batch) for batch in batches]  # BOS not a target
-    flops = [step_flops(session, initial, batch) for batch in batches[args.warmup :]]
+    counting = twin(session, initial, torch.float32)
+    flops = [step_flops(counting, batch) for batch in batches[args.warmup :]]
     sync = torch.cuda.synchronize if session.device.type == "cuda" else lambda: None
     seconds: dict[str, list[float]] = defaultdict(list)
     for k, batch in enumerate(batches):
