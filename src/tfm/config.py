@@ -130,6 +130,7 @@ class TrainConfig(StrictModel):
     eps: float = Field(1e-9, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
+    rdrop_alpha: float = Field(0.0, ge=0.0)  # R-Drop weight α; 0: off (loss.rdrop_loss_sum)
     clip_norm: float | None = Field(1.0, gt=0)
     validate_every: int = Field(1000, ge=1)  # steps
     checkpoint_every: int | None = Field(None, ge=1)  # steps; extra checkpoints for averaging

@@ -81,3 +81,32 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_total: Tensor):
         grad_hidden, grad_weight = ctx.saved_tensors
         return grad_hidden * grad_total, grad_weight * grad_total, None, None, None
+
+
+def rdrop_loss_sum(
+    hidden: Tensor, weight: Tensor, targets: Tensor, *, label_smoothing: float, alpha: float
+) -> Tensor:
+    """R-Drop (Liang et al., 2021): the same N target tokens through two passes of the model
+    with different dropout masks, stacked as hidden (2N, D), rows i and N + i the same token;
+    weight (V, D) the output projection and targets (N,) long -> scalar, summed over the N tokens:
+
+        ½ (CE₁ + CE₂) + α/4 (KL(p₁ ‖ p₂) + KL(p₂ ‖ p₁))
+
+    per token, CE the label-smoothed cross-entropy of `token_loss_sum`. This is the paper's
+    CE₁ + CE₂ + α/2 (KL + KL) halved, so α means what it does there and, with the two passes
+    equal (no dropout), the loss and its gradient are plain cross-entropy. The logits of all 2N
+    rows are held at once (float32), unlike `projected_loss_sum`.
+    """
+    n = targets.numel()
+    if hidden.size(0) != 2 * n:
+        raise ValueError(f"hidden has {hidden.size(0)} rows; R-Drop needs two per target ({2 * n})")
+    log_probs = F.log_softmax((hidden @ weight.t()).float(), dim=-1)  # (2N, V)
+    first, second = log_probs[:n], log_probs[n:]
+    cross_entropy = F.nll_loss(first, targets, reduction="sum") + F.nll_loss(
+        second, targets, reduction="sum"
+    )
+    if label_smoothing:  # F.cross_entropy's smoothing: ε/V Σ_v (-log p_v) against (1 - ε)
+        uniform = -log_probs.sum() / log_probs.size(-1)
+        cross_entropy = (1 - label_smoothing) * cross_entropy + label_smoothing * uniform
+    symmetric_kl = ((first.exp() - second.exp()) * (first - second)).sum()  # KL(1‖2) + KL(2‖1)
+    return cross_entropy / 2 + alpha / 4 * symmetric_kl

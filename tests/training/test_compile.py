@@ -1,11 +1,10 @@
 """train.compile: training steps run through torch.compile and learn what eager steps learn."""
 
-import json
 import shutil
 
 import pytest
 import torch
-from tiny_run import write_tiny_config
+from tiny_run import logged_losses, write_tiny_config
 from torch._dynamo.utils import counters
 
 from tfm.checkpoint import load_checkpoint
@@ -24,10 +23,7 @@ def run_tiny(tmp_path, name: str, *, compile: bool):
         train=train_keys,
     )  # fmt: skip
     train(load_config(path), progress_bar=False)
-    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    losses = [e["train_loss"] for e in events if "train_loss" in e]
-    (val_loss,) = [e["val_loss"] for e in events if "val_loss" in e]
-    return losses, val_loss, load_checkpoint(run / "last.pt")["model"]
+    return *logged_losses(run), load_checkpoint(run / "last.pt")["model"]
 
 
 @pytest.fixture

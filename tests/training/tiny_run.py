@@ -1,6 +1,7 @@
 """The tiny toy-corpus run that the subprocess tests (`test_interrupt`, `test_distributed`) train,
 written as a YAML file so that a `tfm` or `torchrun` child process can read it."""
 
+import json
 from pathlib import Path
 
 import yaml
@@ -28,3 +29,11 @@ def write_tiny_config(
     }
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
+
+
+def logged_losses(run: Path) -> tuple[list[float], float]:
+    """The train losses of every logged step of `run`, and its one validation loss."""
+    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    losses = [e["train_loss"] for e in events if "train_loss" in e]
+    (val_loss,) = [e["val_loss"] for e in events if "val_loss" in e]
+    return losses, val_loss
