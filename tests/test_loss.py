@@ -75,8 +75,9 @@ def test_projected_loss_under_bf16_autocast_is_close_and_keeps_float32_gradients
 
 
 @pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("chunk", [1, 4, 512])  # 9 pairs: one per chunk, a ragged last, one chunk
 def test_rdrop_loss_is_mean_cross_entropy_plus_a_quarter_alpha_of_both_kl_divergences(
-    label_smoothing,
+    label_smoothing, chunk
 ):
     hidden, weight, targets = inputs(2 * 9)
     targets = targets[:9]
@@ -93,7 +94,7 @@ def test_rdrop_loss_is_mean_cross_entropy_plus_a_quarter_alpha_of_both_kl_diverg
         return ce / 2 + alpha / 4 * (kl_12 + kl_21)  # the paper's CE + CE + α/2 (KL + KL), halved
 
     def ours(h, w, t):
-        return rdrop_loss_sum(h, w, t, label_smoothing=label_smoothing, alpha=alpha)
+        return rdrop_loss_sum(h, w, t, label_smoothing=label_smoothing, alpha=alpha, chunk=chunk)
 
     expected = loss_and_gradients(reference, hidden, weight, targets, scale=0.25)
     got = loss_and_gradients(ours, hidden, weight, targets, scale=0.25)
@@ -123,3 +124,20 @@ def test_rdrop_loss_needs_two_rows_per_target():
     hidden, weight, targets = inputs(7)
     with pytest.raises(ValueError, match="hidden has 7 rows; R-Drop needs two per target"):
         rdrop_loss_sum(hidden, weight, targets, label_smoothing=0.0, alpha=1.0)
+
+
+def test_rdrop_loss_under_bf16_autocast_is_close_and_keeps_float32_gradients():
+    hidden, weight, targets = inputs(2 * 20)
+    targets = targets[:20]
+
+    def ours(h, w, t):
+        return rdrop_loss_sum(h, w, t, label_smoothing=0.1, alpha=5.0, chunk=8)
+
+    expected = loss_and_gradients(ours, hidden, weight, targets, 1.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = loss_and_gradients(ours, hidden, weight, targets, 1.0)
+    assert got[0].dtype == got[1].dtype == got[2].dtype == torch.float32
+    torch.testing.assert_close(got[0], expected[0], rtol=2e-2, atol=0.0)
+    for ours_value, theirs in zip(got[1:], expected[1:], strict=True):  # bf16 logits' rounding
+        error = torch.linalg.vector_norm(ours_value - theirs)  # enters the KL term's gradient
+        assert error < 0.02 * torch.linalg.vector_norm(theirs)

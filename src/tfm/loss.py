@@ -46,18 +46,27 @@ def projected_loss_sum(
     return _ProjectedCrossEntropy.apply(hidden, weight, targets, label_smoothing, chunk)
 
 
+def _operands(hidden: Tensor, weight: Tensor) -> tuple[Tensor, ...]:
+    """For the fused losses: hidden and weight in autocast's dtype if it is on (the matrix
+    products run in it), the zeroed float32 weight gradient, an empty hidden gradient and a
+    float32 scalar to sum the loss into."""
+    device = hidden.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+    return (
+        hidden if dtype is None else hidden.to(dtype),
+        weight if dtype is None else weight.to(dtype),
+        torch.empty_like(hidden),
+        torch.zeros(weight.shape, dtype=torch.float32, device=weight.device),
+        torch.zeros((), dtype=torch.float32, device=hidden.device),
+    )
+
+
 class _ProjectedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, targets: Tensor, eps: float, chunk: int):
-        device = hidden.device.type
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-        with torch.autocast(device, enabled=False):
-            h_all = hidden if dtype is None else hidden.to(dtype)
-            w = weight if dtype is None else weight.to(dtype)
+        h_all, w, grad_hidden, grad_weight, total = _operands(hidden, weight)
+        with torch.autocast(hidden.device.type, enabled=False):
             V = w.size(0)
-            grad_hidden = torch.empty_like(hidden)
-            grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-            total = torch.zeros((), dtype=torch.float32, device=hidden.device)
             for start in range(0, hidden.size(0), chunk):
                 h, t = h_all[start : start + chunk], targets[start : start + chunk]
                 log_probs = (h @ w.t()).float()  # (n, V)
@@ -84,7 +93,13 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
 
 
 def rdrop_loss_sum(
-    hidden: Tensor, weight: Tensor, targets: Tensor, *, label_smoothing: float, alpha: float
+    hidden: Tensor,
+    weight: Tensor,
+    targets: Tensor,
+    *,
+    label_smoothing: float,
+    alpha: float,
+    chunk: int = 512,
 ) -> Tensor:
     """R-Drop (Liang et al., 2021): the same N target tokens through two passes of the model
     with different dropout masks, stacked as hidden (2N, D), rows i and N + i the same token;
@@ -94,19 +109,57 @@ def rdrop_loss_sum(
 
     per token, CE the label-smoothed cross-entropy of `token_loss_sum`. This is the paper's
     CE₁ + CE₂ + α/2 (KL + KL) halved, so α means what it does there and, with the two passes
-    equal (no dropout), the loss and its gradient are plain cross-entropy. The logits of all 2N
-    rows are held at once (float32), unlike `projected_loss_sum`.
+    equal (no dropout), the loss and its gradient are plain cross-entropy.
+
+    Fused like `projected_loss_sum`, `chunk` token pairs at a time; per pair, with
+    q = (1 - ε) onehot(t) + ε/V, d = log p₁ - log p₂ and KL₁₂ = Σ p₁ d, KL₂₁ = -Σ p₂ d, the
+    gradient with respect to the first pass's logits is
+    ½ (p₁ - q) + α/4 (p₁ (d - KL₁₂) + p₁ - p₂), and the second's the same with 1 and 2 swapped.
     """
     n = targets.numel()
     if hidden.size(0) != 2 * n:
         raise ValueError(f"hidden has {hidden.size(0)} rows; R-Drop needs two per target ({2 * n})")
-    log_probs = F.log_softmax((hidden @ weight.t()).float(), dim=-1)  # (2N, V)
-    first, second = log_probs[:n], log_probs[n:]
-    cross_entropy = F.nll_loss(first, targets, reduction="sum") + F.nll_loss(
-        second, targets, reduction="sum"
-    )
-    if label_smoothing:  # F.cross_entropy's smoothing: ε/V Σ_v (-log p_v) against (1 - ε)
-        uniform = -log_probs.sum() / log_probs.size(-1)
-        cross_entropy = (1 - label_smoothing) * cross_entropy + label_smoothing * uniform
-    symmetric_kl = ((first.exp() - second.exp()) * (first - second)).sum()  # KL(1‖2) + KL(2‖1)
-    return cross_entropy / 2 + alpha / 4 * symmetric_kl
+    return _ProjectedRDrop.apply(hidden, weight, targets, label_smoothing, alpha, chunk)
+
+
+class _ProjectedRDrop(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, eps: float, alpha: float, chunk: int):
+        h_all, w, grad_hidden, grad_weight, total = _operands(hidden, weight)
+        n = targets.numel()
+        with torch.autocast(hidden.device.type, enabled=False):
+            V = w.size(0)
+            for start in range(0, n, chunk):
+                stop = min(start + chunk, n)
+                rows = [slice(start, stop), slice(n + start, n + stop)]  # the pair's two passes
+                t = targets[rows[0]]
+                picked = torch.arange(t.numel(), device=t.device), t
+                h = [h_all[r] for r in rows]
+                log_p = []
+                for part in h:
+                    logits = (part @ w.t()).float()  # (c, V)
+                    logits -= logits.logsumexp(dim=-1, keepdim=True)
+                    total -= (1 - eps) / 2 * logits[picked].sum() + eps / (2 * V) * logits.sum()
+                    log_p.append(logits)
+                d = log_p[0] - log_p[1]  # (c, V)
+                p = [x.exp_() for x in log_p]  # in place: the log-probabilities are not needed
+                p_d = [p[0] * d, p[1] * d]
+                kl = [p_d[0].sum(-1, keepdim=True), -p_d[1].sum(-1, keepdim=True)]  # (c, 1)
+                total += alpha / 4 * (kl[0].sum() + kl[1].sum())
+                grads = [
+                    p[0] * (0.5 + alpha / 4 * (1 - kl[0])) + alpha / 4 * (p_d[0] - p[1]),
+                    p[1] * (0.5 + alpha / 4 * (1 - kl[1])) - alpha / 4 * (p_d[1] + p[0]),
+                ]
+                for grad, part, r in zip(grads, h, rows, strict=True):
+                    grad -= eps / (2 * V)
+                    grad[picked] -= (1 - eps) / 2
+                    grad = grad.to(w.dtype)
+                    grad_hidden[r] = grad @ w
+                    grad_weight += (grad.t() @ part).float()
+        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_total: Tensor):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_total, grad_weight * grad_total, None, None, None, None
