@@ -186,3 +186,54 @@ def test_a_time_budget_ends_training_at_the_step_that_spends_it(tmp_path):
 def test_resume_without_a_checkpoint_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no complete checkpoint"):
         train(tiny_config(tmp_path / "run", max_steps=2), resume=True, progress_bar=False)
+
+
+def text_splits(folder, *, changed: str | None = None) -> list[str]:
+    """Multi30k-like text files for the three splits in `folder` (the train split's first
+    line replaced by `changed`), and the config keys that read them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    words = ["dog", "cat", "man", "woman", "child", "horse", "bird", "car"]
+    german = ["Hund", "Katze", "Mann", "Frau", "Kind", "Pferd", "Vogel", "Auto"]
+    pairs = [(f"a {a} sees a {b}", f"ein {c} sieht ein {d}")
+             for a, c in zip(words, german, strict=True)
+             for b, d in zip(words, german, strict=True)]  # fmt: skip
+    if changed:
+        pairs[0] = (changed, pairs[0][1])
+    for split, rows in (("train", pairs), ("val", pairs[:6]), ("test", pairs[6:12])):
+        for lang, column in (("en", 0), ("de", 1)):
+            text = "".join(row[column] + "\n" for row in rows)
+            (folder / f"{split}.{lang}").write_text(text, encoding="utf-8")
+    names = (("train", "train"), ("validation", "val"), ("test", "test"))
+    return [f"data.{split}={{format: text, path: {folder / name}}}" for split, name in names]
+
+
+def text_config(run, sets: list[str], max_steps: int):
+    config = tiny_config(run, max_steps=max_steps)
+    return load_config(None, [*sets, f"run_dir={run}", "tokenizer.vocab_size=120"]).model_copy(
+        update={"model": config.model, "train": config.train, "decoding": config.decoding}
+    )
+
+
+def test_resume_reads_moved_data_by_content_and_refuses_changed_training_data(tmp_path, caplog):
+    run = tmp_path / "run"
+    train(text_config(run, text_splits(tmp_path / "a"), 2), progress_bar=False)
+    moved = text_splits(tmp_path / "b")  # the same files somewhere else
+    train(text_config(run, moved, 4), resume=True, progress_bar=False)
+    assert [step for step, _ in losses(run)] == [1, 2, 3, 4]
+    assert "data.train differs from the run's" in caplog.text
+    assert "resuming, as its content is the same" in caplog.text
+
+    changed = text_splits(tmp_path / "c", changed="a dog sees a bird")
+    with pytest.raises(UsageError, match=r"^cannot resume from .*: training data differ"):
+        train(text_config(run, changed, 6), resume=True, progress_bar=False)
+
+
+def test_resume_with_another_validation_split_says_so(tmp_path, caplog):
+    run = tmp_path / "run"
+    sets = text_splits(tmp_path / "a")
+    train(text_config(run, sets, 2), progress_bar=False)
+    other = sets[:1] + [sets[2].replace("data.test=", "data.validation="), sets[2]]
+    train(text_config(run, other, 3), resume=True, progress_bar=False)
+    assert "data.validation differs from the run's" in caplog.text
+    assert "validation scores from here on are on the new split" in caplog.text
+    assert "data.train differs" not in caplog.text

@@ -34,6 +34,12 @@ log = logging.getLogger(__name__)
 # Keys that may differ between a run and its resumption; anything else in these sections may not.
 # train.accumulate may change (the data position counts batches); `_log_new_batching` says so.
 FIXED_TRAIN_KEYS = ("seed", "max_tokens")
+SPLITS = ("train", "validation", "test")
+_SPLIT_CHANGE = {
+    "train": ": resuming, as its content is the same",
+    "validation": ": validation scores from here on are on the new split",
+    "test": "",
+}
 
 
 @dataclass
@@ -296,13 +302,18 @@ def _log_new_batching(session: Session, state: dict) -> None:
 
 
 def _check_consistent(session: Session, state: dict, path: Path) -> None:
-    """Refuse to resume with a different model, tokenizer, data or data order."""
+    """Refuse to resume with a different model, tokenizer, data or data order.
+
+    Where the splits are read from may change (data moved, another checkout): the training data
+    is compared by content (its fingerprint), and a changed validation or test source is logged.
+    """
     old, new = _as_current_schema(state["config"]), session.config.model_dump(mode="json")
     differing = [
         f"{section}.{key}"
         for section in ("data", "tokenizer", "model", "train")
         for key in sorted(set(old[section]) | set(new[section]))
         if (section != "train" or key in FIXED_TRAIN_KEYS)
+        and (section != "data" or key not in SPLITS)
         and old[section].get(key) != new[section].get(key)
     ]
     if state["tokenizer_fingerprint"] != session.tokenizer.fingerprint():
@@ -314,6 +325,12 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
             f"cannot resume from {path}: {', '.join(differing)} differ from the run's; "
             "change only budgets (max_steps, max_epochs, max_minutes, …) or start a new run"
         )
+    for split in SPLITS:
+        if old["data"].get(split) != new["data"].get(split):
+            log.warning(
+                "data.%s differs from the run's (%s, now %s)%s", split, old["data"].get(split),
+                new["data"].get(split), _SPLIT_CHANGE[split],
+            )  # fmt: skip
 
 
 def _as_current_schema(stored: dict) -> dict:
