@@ -258,8 +258,8 @@ def _batch_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> 
     if not cfg.rdrop_alpha:
         hidden = module(batch.src, batch.tgt_in, keep=real, project=False)  # (N, D)
         return projected_loss_sum(hidden, weight, targets, label_smoothing=cfg.label_smoothing)
-    twice = [torch.cat([x, x]) for x in (batch.src, batch.tgt_in, real)]  # (2B, ·)
-    hidden = module(*twice[:2], keep=twice[2], project=False)  # (2N, D): rows i and N+i agree
+    src, tgt_in, keep = (torch.cat([x, x]) for x in (batch.src, batch.tgt_in, real))  # (2B, ·)
+    hidden = module(src, tgt_in, keep=keep, project=False)  # (2N, D): rows i and N+i agree
     return rdrop_loss_sum(
         hidden, weight, targets, label_smoothing=cfg.label_smoothing, alpha=cfg.rdrop_alpha
     )
