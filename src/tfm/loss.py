@@ -61,7 +61,18 @@ def _operands(hidden: Tensor, weight: Tensor) -> tuple[Tensor, ...]:
     )
 
 
-class _ProjectedCrossEntropy(torch.autograd.Function):
+class _FusedLoss(torch.autograd.Function):
+    """A loss whose forward pass saves both gradients, (grad_hidden, grad_weight); the backward
+    pass only scales them. Its inputs are hidden, weight, then options that get no gradient."""
+
+    @staticmethod
+    def backward(ctx, grad_total: Tensor):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        options = (None,) * (ctx.n_inputs - 2)
+        return grad_hidden * grad_total, grad_weight * grad_total, *options
+
+
+class _ProjectedCrossEntropy(_FusedLoss):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, targets: Tensor, eps: float, chunk: int):
         h_all, w, grad_hidden, grad_weight, total = _operands(hidden, weight)
@@ -84,12 +95,8 @@ class _ProjectedCrossEntropy(torch.autograd.Function):
                     grad_hidden[start : start + chunk] = grad @ w
                     grad_weight += (grad.t() @ h).float()
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        ctx.n_inputs = 5  # hidden, weight, targets, eps, chunk
         return total
-
-    @staticmethod
-    def backward(ctx, grad_total: Tensor):
-        grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad_total, grad_weight * grad_total, None, None, None
 
 
 def rdrop_loss_sum(
@@ -122,7 +129,7 @@ def rdrop_loss_sum(
     return _ProjectedRDrop.apply(hidden, weight, targets, label_smoothing, alpha, chunk)
 
 
-class _ProjectedRDrop(torch.autograd.Function):
+class _ProjectedRDrop(_FusedLoss):
     @staticmethod
     def forward(ctx, hidden, weight, targets, eps: float, alpha: float, chunk: int):
         h_all, w, grad_hidden, grad_weight, total = _operands(hidden, weight)
@@ -157,9 +164,5 @@ class _ProjectedRDrop(torch.autograd.Function):
                     grad_hidden[r] = grad @ w
                     grad_weight += (grad.t() @ part).float()
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        ctx.n_inputs = 6  # hidden, weight, targets, eps, alpha, chunk
         return total
-
-    @staticmethod
-    def backward(ctx, grad_total: Tensor):
-        grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad_total, grad_weight * grad_total, None, None, None, None
