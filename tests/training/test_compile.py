@@ -15,9 +15,9 @@ from tfm.training import data_parallel, train
 STEPS = 4
 
 
-def run_tiny(tmp_path, name: str, *, compile: bool):
+def run_tiny(tmp_path, name: str, *, compile: bool, **keys):
     run = tmp_path / name
-    train_keys = {"max_steps": STEPS, "validate_every": STEPS, "compile": compile}
+    train_keys = {"max_steps": STEPS, "validate_every": STEPS, "compile": compile, **keys}
     path = write_tiny_config(
         tmp_path / f"{name}.yaml", run, n_train=240, n_eval=8, dropout=0.0, max_len_b=3,
         train=train_keys,
@@ -55,4 +55,4 @@ def test_compiled_training_steps_equal_eager_ones_and_save_the_plain_model(tmp_p
 def test_compile_on_cpu_without_a_cpp_compiler_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.setattr(data_parallel.shutil, "which", lambda name: None)
     with pytest.raises(UsageError, match=r"^train.compile: .* needs a C\+\+ compiler"):
-        run_tiny(tmp_path, "nocxx", compile=True)
+        run_tiny(tmp_path, "nocxx", compile=True, device="cpu")

@@ -36,7 +36,8 @@ N_STEPS = 20  # the reference run; 6 batches an epoch, so 3 steps an epoch eithe
 
 
 def write_config(path: Path, run: Path, **train_keys) -> Path:
-    train_keys = {"max_steps": 1, "max_tokens": 800, "validate_every": 1,
+    # On the CPU (Gloo) everywhere: a machine with one GPU cannot give two processes one each.
+    train_keys = {"max_steps": 1, "max_tokens": 800, "validate_every": 1, "device": "cpu",
                   "keep_last": N_STEPS + 5, "clip_norm": None, **train_keys}  # fmt: skip
     return write_tiny_config(
         path, run, n_train=160, n_eval=4, dropout=0.0, max_len_b=2, train=train_keys
@@ -44,7 +45,8 @@ def write_config(path: Path, run: Path, **train_keys) -> Path:
 
 
 def torchrun(*args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": SRC, "OMP_NUM_THREADS": "1"}
+    path = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     return subprocess.Popen(
         [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

@@ -98,13 +98,16 @@ def restore_without(piece: str):
         fresh_model = {k: v.clone() for k, v in session.model.state_dict().items()}
         fresh_optimizer = session.optimizer.state_dict()
         rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         original(session, checkpoint)
         if piece == "model":
             session.model.load_state_dict(fresh_model)
         elif piece == "optimizer":
             session.optimizer.load_state_dict(fresh_optimizer)
-        elif piece == "rng":
+        elif piece == "rng":  # on a GPU, dropout draws from the CUDA generator
             torch.set_rng_state(rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
         elif piece == "position":
             session.progress.position = 0
         elif piece == "step":  # the LR schedule is a function of the step
