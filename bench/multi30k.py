@@ -108,11 +108,15 @@ def training_minutes(run: Path) -> float:
 
 
 def parameters(run: Path) -> str:
+    """The model's parameter count, tied weights once, from the model it rebuilds (a model file
+    written from a GPU before tied weights were kept tied held them once per name)."""
     import torch
 
+    from tfm.transformer import build_model
+
     state = torch.load(run / "best.pt", weights_only=True, map_location="cpu")
-    unique = {t.data_ptr(): t.numel() for t in state["model"].values()}
-    return f"{sum(unique.values()) / 1e6:.1f}M"
+    model = build_model(**state["model_args"])
+    return f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M"
 
 
 def main() -> None:

@@ -67,3 +67,22 @@ def test_checkpoint_every_adds_unscored_checkpoints_between_validations(tmp_path
                  if "val_bleu" in line]  # fmt: skip
     assert validated == [5, 7]
     assert load_checkpoint(run / "checkpoints" / "step-00000004.pt")["progress"]["step"] == 4
+
+
+def tied_groups(weights: dict) -> list[list[str]]:
+    """Names that share one tensor, in groups of two or more."""
+    groups: dict[int, list[str]] = {}
+    for name, tensor in weights.items():
+        groups.setdefault(tensor.untyped_storage().data_ptr(), []).append(name)
+    return sorted(names for names in groups.values() if len(names) > 1)
+
+
+def test_the_averaged_model_keeps_tied_weights_tied_and_stored_once(run, tmp_path):
+    # The shared embeddings and the output projection are one tensor: averaged apart, they would
+    # be written three times and the file would grow by two embedding tables.
+    invoke("average", "--run", str(run), "--last", "3", "--out", str(tmp_path / "a"))
+    groups = tied_groups(load_checkpoint(run / "best.pt")["model"])
+    assert groups and len(groups[0]) == 3  # source, target embedding and output projection
+    assert tied_groups(load_checkpoint(tmp_path / "a" / "best.pt")["model"]) == groups
+    size, averaged_size = ((r / "best.pt").stat().st_size for r in (run, tmp_path / "a"))
+    assert averaged_size == pytest.approx(size, rel=0.02)

@@ -69,3 +69,21 @@ def test_a_resume_without_a_run_says_which_config_is_missing(bench, tmp_path):
     args.resume = True
     with pytest.raises(SystemExit, match=r"--resume: .*multi30k-de-en/config.yaml not found"):
         bench.train_command(tmp_path / "multi30k-de-en", "de", "en", args)
+
+
+@pytest.mark.parametrize("stored_apart", [False, True])
+def test_the_parameter_count_counts_tied_weights_once(bench, tmp_path, stored_apart):
+    # A model file written from a GPU before tied weights were kept tied held a tied tensor once
+    # per name; the count is the model's either way.
+    from tfm.run import save_weights
+    from tfm.transformer import build_model
+
+    args = dict(src_vocab_size=20000, tgt_vocab_size=20000, d_model=64, n_heads=2,
+                n_encoder_layers=1, n_decoder_layers=1, d_ff=64)  # fmt: skip
+    weights = build_model(**args).state_dict()
+    unique = {t.data_ptr(): t.numel() for t in weights.values()}  # tied: one memory
+    assert sum(unique.values()) < sum(t.numel() for t in weights.values())  # there are ties
+    if stored_apart:
+        weights = {name: t.clone() for name, t in weights.items()}
+    save_weights(tmp_path / "best.pt", weights, args, step=1, tokenizer_fingerprint="x")
+    assert bench.parameters(tmp_path) == f"{sum(unique.values()) / 1e6:.1f}M"

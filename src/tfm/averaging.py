@@ -15,7 +15,7 @@ import torch
 from tfm.checkpoint import load_checkpoint
 from tfm.checkpoint_store import CheckpointStore
 from tfm.errors import UsageError
-from tfm.run import RunPaths, save_weights
+from tfm.run import RunPaths, save_weights, tie_key
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +38,27 @@ def average_checkpoints(
         raise UsageError(f"{out} already exists; choose a new directory for the averaged model")
     total: dict[str, torch.Tensor] = {}
     first: dict = {}
+    tied_to: dict[str, str] = {}  # name -> the first name of its tensor (tied weights)
     step = 0
     for path in chosen:
         state = load_checkpoint(path)
-        first = first or state
+        if not first:
+            first = state
+            names: dict[tuple, str] = {}
+            tied_to = {n: names.setdefault(tie_key(t), n) for n, t in state["model"].items()}
         step = max(step, state["progress"]["step"])
         if state["model_args"] != first["model_args"]:
             raise UsageError(f"{path} has a different model shape from {chosen[0]}")
         for name, tensor in state["model"].items():
+            if tied_to[name] != name:
+                continue  # summed under its first name
             value = tensor.double() if tensor.is_floating_point() else tensor
             total[name] = total[name] + value if name in total else value.clone()
     averaged = {
         name: (t / len(chosen)).to(first["model"][name].dtype) if t.is_floating_point() else t
         for name, t in total.items()
     }
+    averaged = {name: averaged[tied_to[name]] for name in first["model"]}  # tied stay tied
     out.mkdir(parents=True, exist_ok=True)
     for name in ("config.yaml", "tokenizer.json"):
         shutil.copy2(paths.root / name, out / name)

@@ -103,11 +103,30 @@ def save_weights(
     state = {
         "kind": "model",
         "model_args": model_args,
-        "model": {name: t.detach().to("cpu") for name, t in weights.items()},
+        "model": on_cpu(weights),
         "step": step,
         "tokenizer_fingerprint": tokenizer_fingerprint,
     }
     save_checkpoint(state, path)
+
+
+def on_cpu(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A state dict detached and on the CPU, tied weights still tied: a tensor under several
+    names (the shared embeddings and the output projection) stays one tensor, which the file
+    then stores once. Moving each name on its own would copy it once per name from a GPU."""
+    moved: dict[tuple, torch.Tensor] = {}
+    out = {}
+    for name, t in weights.items():
+        key = tie_key(t)
+        if key not in moved:
+            moved[key] = t.detach().to("cpu")
+        out[name] = moved[key]
+    return out
+
+
+def tie_key(t: torch.Tensor) -> tuple:
+    """Equal for two tensors that are the same memory seen the same way (tied weights)."""
+    return (t.device, t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()))
 
 
 def load_model_file(path: Path) -> dict:

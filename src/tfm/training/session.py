@@ -24,7 +24,7 @@ from tfm.diagnostics import degenerate_warnings
 from tfm.errors import UsageError
 from tfm.evaluation import DecodeSettings, evaluate_split
 from tfm.metrics_log import read_metrics
-from tfm.run import RunPaths, is_finite_score, remember_run, save_model
+from tfm.run import RunPaths, is_finite_score, on_cpu, remember_run, save_model
 from tfm.training.schedule import build_optimizer
 from tfm.training.state import Progress, restore_rng_state, rng_state
 from tfm.transformer import Transformer, build_model
@@ -88,7 +88,7 @@ class Session:
     def state(self) -> dict:
         return {
             "kind": "train_state",
-            "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "model": on_cpu(self.model.state_dict()),
             "optimizer": self.optimizer.state_dict(),
             "progress": self.progress.to_dict(),
             "rng": rng_state(),
