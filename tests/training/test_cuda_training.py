@@ -1,0 +1,83 @@
+"""Training on a CUDA GPU: float32 steps equal the CPU's to rounding, bf16 autocast stays close
+to them, a GPU run's files are what a CPU run's are, and a run trained on the GPU is scored and
+used on the CPU alike. Skipped without a GPU (CI has none)."""
+
+import json
+
+import pytest
+import torch
+from tiny_run import logged_losses, write_tiny_config
+from typer.testing import CliRunner
+
+from tfm.checkpoint import load_checkpoint
+from tfm.cli import app
+from tfm.config import load_config
+from tfm.training import train
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+STEPS = 6
+
+
+@pytest.fixture(autouse=True)
+def full_float32():
+    """float32 matrix products in full float32 on the GPU (no TF32)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def run_tiny(tmp_path, name: str, **train_keys):
+    run = tmp_path / name
+    keys = {"max_steps": STEPS, "validate_every": STEPS, **train_keys}
+    path = write_tiny_config(
+        tmp_path / f"{name}.yaml", run, n_train=240, n_eval=8, dropout=0.0, max_len_b=3, train=keys
+    )
+    train(load_config(path), progress_bar=False)
+    return run, *logged_losses(run)
+
+
+def test_float32_steps_on_cuda_equal_the_cpu_and_bf16_steps_stay_close(tmp_path):
+    _, cpu_losses, cpu_val = run_tiny(tmp_path, "on-cpu", device="cpu", precision="fp32")
+    _, losses, val = run_tiny(tmp_path, "on-gpu", device="cuda", precision="fp32")
+    assert len(losses) == len(cpu_losses) == STEPS
+    assert losses == pytest.approx(cpu_losses, rel=1e-4)
+    assert val == pytest.approx(cpu_val, rel=1e-4)
+    _, bf16_losses, bf16_val = run_tiny(tmp_path, "on-gpu-bf16", device="cuda", precision="bf16")
+    assert bf16_losses == pytest.approx(cpu_losses, rel=2e-2)
+    assert bf16_val == pytest.approx(cpu_val, rel=2e-2)
+    assert bf16_losses != losses  # it did run in bf16
+
+
+def test_a_run_trained_on_cuda_scores_and_translates_the_same_on_the_cpu(tmp_path):
+    run, _, _ = run_tiny(tmp_path, "gpu", device="cuda", precision="fp32", max_steps=40,
+                         validate_every=40)  # fmt: skip
+
+    def invoke(*args: str) -> str:
+        result = CliRunner().invoke(app, [*args, "--run", str(run)])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    sentences = ["the small dog sees the big cat", "a red bird sings"]
+    scores = {d: json.loads(invoke("eval", "--json", "--device", d)) for d in ("cuda", "cpu")}
+    assert scores["cpu"]["bleu"] == pytest.approx(scores["cuda"]["bleu"], abs=1e-6)
+    assert scores["cpu"]["chrf"] == pytest.approx(scores["cuda"]["chrf"], abs=1e-6)
+    outputs = {d: invoke("translate", *sentences, "--device", d) for d in ("cuda", "cpu")}
+    assert outputs["cpu"] == outputs["cuda"]
+    assert len(outputs["cpu"].splitlines()) == 2
+
+
+def test_a_gpu_run_stores_tied_weights_once_as_a_cpu_run_does(tmp_path):
+    # The shared embeddings and the output projection are one tensor; copied to the CPU name by
+    # name, a GPU run's files would hold it three times.
+    runs = [
+        run_tiny(tmp_path, f"tied-{i}", device=device, precision="fp32")[0]
+        for i, device in enumerate(("cpu", "cuda"))
+    ]
+    for name in ("best.pt", "last.pt"):  # a model file and a training checkpoint
+        cpu_size, gpu_size = ((run / name).stat().st_size for run in runs)
+        assert gpu_size == pytest.approx(cpu_size, rel=0.02)
+        weights = load_checkpoint(runs[1] / name)["model"]
+        storages = {t.untyped_storage().data_ptr() for t in weights.values()}
+        assert len(storages) == len(weights) - 2  # three names, one tensor
