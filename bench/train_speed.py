@@ -247,9 +247,10 @@ def precisions_and_compile(session: Session, initial: dict, args) -> None:
             log.info("warm-up (compilation) done after %d steps", k + 1)
     peak = bf16_peak_tflops(session.device, args.peak_tflops)
     timed_tokens, timed_flops = sum(tokens[args.warmup :]), sum(flops)
-    print(f"(e) {args.steps} timed steps each after {args.warmup} warm-up steps, "
-          f"{timed_tokens / args.steps:.0f} real target tokens and "
-          f"{timed_flops / args.steps / 1e12:.3f} TFLOP a step; bf16 peak: "
+    steps = len(flops)  # fewer than --steps when an epoch has fewer batches
+    print(f"(e) {steps} timed steps each after {args.warmup} warm-up steps, "
+          f"{timed_tokens / steps:.0f} real target tokens and "
+          f"{timed_flops / steps / 1e12:.3f} TFLOP a step; bf16 peak: "
           f"{f'{peak:g} TFLOP/s' if peak else 'unknown (give --peak-tflops)'}")  # fmt: skip
     base = seconds["fp32"][args.warmup :]
     for name, times in seconds.items():
