@@ -1,6 +1,7 @@
 """Fixtures shared across test folders."""
 
 import pytest
+import torch
 
 from tfm.config import Config, load_config
 
@@ -30,3 +31,13 @@ def tiny_config():
         return load_config(None, sets + [f"train.{k}={v}" for k, v in train_keys.items()])
 
     return make
+
+
+@pytest.fixture
+def full_float32():
+    """float32 matrix products in full float32 on a GPU (no TF32), so that CUDA and CPU results
+    differ by rounding alone (the CUDA tests)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = before

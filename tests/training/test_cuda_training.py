@@ -14,18 +14,12 @@ from tfm.cli import app
 from tfm.config import load_config
 from tfm.training import train
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.usefixtures("full_float32"),
+]
 
 STEPS = 6
-
-
-@pytest.fixture(autouse=True)
-def full_float32():
-    """float32 matrix products in full float32 on the GPU (no TF32)."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def run_tiny(tmp_path, name: str, **train_keys):

@@ -12,20 +12,13 @@ from tfm.device import select_device
 from tfm.loss import projected_loss_sum, rdrop_loss_sum
 from tfm.transformer import beam_search, build_model, greedy_decode, scaled_dot_product_attention
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.usefixtures("full_float32"),
+]
 
 CUDA = torch.device("cuda")
 OPTIONS = dict(max_len_a=1.0, max_len_b=5)
-
-
-@pytest.fixture(autouse=True)
-def full_float32():
-    """float32 matrix products in full float32 on the GPU (no TF32), so that CUDA and CPU differ
-    by rounding alone."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def test_forward_and_gradients_on_cuda_match_the_cpu():
