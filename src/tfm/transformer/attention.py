@@ -145,9 +145,9 @@ class MultiHeadAttention(nn.Module):
     then W^V), so self-attention projects queries, keys and values in one matmul; cross-attention
     uses row slices of the same matrix (views, no copy). `w_o` is W^O.
 
-    Deviation from §3.2.2: the projections have biases (as in PyTorch's built-in attention module), and
-    `attention_dropout` (default 0, as in the paper) can drop attention weights; on CPU any value
-    above 0 forces PyTorch's slow attention path.
+    Deviation from §3.2.2: the projections have biases (as in PyTorch's built-in attention
+    module), and `attention_dropout` (default 0, as in the paper) can drop attention weights; on
+    CPU any value above 0 forces PyTorch's slow attention path.
     """
 
     def __init__(
