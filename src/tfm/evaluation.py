@@ -21,9 +21,11 @@ from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from tfm.device import autocast
 from tfm.loss import token_loss_sum
-from tfm.transformer import Hypothesis, Transformer, beam_search, greedy_decode
+from tfm.transformer import Ensemble, Hypothesis, Transformer, beam_search, greedy_decode
 
 log = logging.getLogger(__name__)
+
+Model = Transformer | Ensemble  # one trained model, or several decoding as one
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class DecodeSettings:
 
 
 def translate_ids(
-    model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings
+    model: Model, sources: Sequence[Sequence[int]], settings: DecodeSettings
 ) -> list[list[int]]:
     """Decode framed sources (ids + EOS), greedy or beam; returns output ids in input order."""
     if settings.beam_size > 1:
@@ -76,7 +78,7 @@ def translate_ids(
 
 
 def translate_nbest_ids(
-    model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings, n_best: int
+    model: Model, sources: Sequence[Sequence[int]], settings: DecodeSettings, n_best: int
 ) -> list[list[Hypothesis]]:
     """The `n_best` beam search hypotheses (<= settings.beam_size) of each framed source, best
     first, in input order; beam size 1 gives greedy's output with its score."""
@@ -97,7 +99,7 @@ def translate_nbest_ids(
 
 
 def _source_batches(
-    model: Transformer, sources: Sequence[Sequence[int]], settings: DecodeSettings
+    model: Model, sources: Sequence[Sequence[int]], settings: DecodeSettings
 ) -> Iterator[tuple[list[int], torch.Tensor, dict]]:
     """(indices, padded sources on the device, decoding limits) per batch, sorted by length;
     sources longer than the positional table are cut to fit it, with a warning."""
@@ -115,7 +117,7 @@ def _source_batches(
 
 
 def translate_texts(
-    model: Transformer, tokenizer: Tokenizer, texts: Sequence[str], settings: DecodeSettings
+    model: Model, tokenizer: Tokenizer, texts: Sequence[str], settings: DecodeSettings
 ) -> list[str]:
     """Translate sentences; an empty (or blank) input line gives an empty output line."""
     todo, sources = _framed_nonblank(tokenizer, texts)
@@ -127,7 +129,7 @@ def translate_texts(
 
 
 def translate_texts_nbest(
-    model: Transformer,
+    model: Model,
     tokenizer: Tokenizer,
     texts: Sequence[str],
     settings: DecodeSettings,
@@ -154,7 +156,7 @@ def _framed_nonblank(
 
 
 @torch.inference_mode()
-def teacher_forced_loss(model: Transformer, split: EncodedSplit, settings: DecodeSettings) -> float:
+def teacher_forced_loss(model: Model, split: EncodedSplit, settings: DecodeSettings) -> float:
     """Mean negative log-likelihood per real target token (no label smoothing)."""
     model.eval()
     total, count = 0.0, 0
@@ -196,7 +198,7 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
 
 
 def evaluate_split(
-    model: Transformer, tokenizer: Tokenizer, split: EncodedSplit, settings: DecodeSettings
+    model: Model, tokenizer: Tokenizer, split: EncodedSplit, settings: DecodeSettings
 ) -> tuple[dict, list[str]]:
     """Loss, perplexity and translation scores of a split; also returns the hypotheses."""
     loss = teacher_forced_loss(model, split, settings)

@@ -10,7 +10,8 @@ Shape legend, used in every docstring and trailing shape comment:
 Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk).
 
 Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), layers (§3.1),
-model (§3), decoding (search: greedy, and beam search as in §6.1).
+model (§3), decoding (search: greedy, and beam search as in §6.1), ensemble (several trained
+models decoding as one).
 """
 
 from tfm.transformer.attention import (
@@ -28,6 +29,7 @@ from tfm.transformer.decoding import (
     greedy_decode_uncached,
 )
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
+from tfm.transformer.ensemble import Ensemble, EnsembleCache, mean_probability_logits
 from tfm.transformer.feed_forward import PositionwiseFeedForward
 from tfm.transformer.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer
 from tfm.transformer.model import Transformer, build_model
@@ -38,6 +40,8 @@ __all__ = [
     "DecoderCache",
     "DecoderLayer",
     "Encoder",
+    "Ensemble",
+    "EnsembleCache",
     "EncoderLayer",
     "Hypothesis",
     "KeyValue",
@@ -52,6 +56,7 @@ __all__ = [
     "gnmt_length_penalty",
     "greedy_decode",
     "greedy_decode_uncached",
+    "mean_probability_logits",
     "scaled_dot_product_attention",
     "sinusoidal_table",
 ]

@@ -3,7 +3,8 @@ does not know how it is decoded.
 
 §3.1 makes the decoder auto-regressive; §6.1 decodes with beam search (beam size 4, length
 penalty alpha = 0.6), a maximum output length of "input length + 50", and stops early when
-possible. `greedy_decode` is beam search with a beam of one.
+possible. `greedy_decode` is beam search with a beam of one. Both also decode an `Ensemble` of
+models (tfm.transformer.ensemble), which offers the same encode / cache / step interface.
 
 Deviation from §6.1: the length limit is `a * source_length + b` (source length without
 padding; a = 1, b = 50 gives the paper's), capped by the model's positional table.
@@ -15,6 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from tfm.transformer.ensemble import Ensemble
 from tfm.transformer.model import Transformer
 
 
@@ -30,7 +32,7 @@ class DecodeResult:
 
 
 def output_limits(
-    model: Transformer, src_ids: Tensor, max_len_a: float, max_len_b: float
+    model: Transformer | Ensemble, src_ids: Tensor, max_len_a: float, max_len_b: float
 ) -> Tensor:
     """Per sentence, the most tokens (EOS included) to generate: floor(a * S_real + b), at least 1
     and at most the model's positional table. Returns (B,) long."""
@@ -43,7 +45,7 @@ def output_limits(
 
 @torch.inference_mode()
 def greedy_decode(
-    model: Transformer,
+    model: Transformer | Ensemble,
     src_ids: Tensor,
     *,
     bos_id: int = 1,
@@ -81,7 +83,7 @@ def greedy_decode_uncached(
 
 
 def _greedy(
-    model: Transformer,
+    model: Transformer | Ensemble,
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
@@ -149,7 +151,7 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
 
 @torch.inference_mode()
 def beam_search(
-    model: Transformer,
+    model: Transformer | Ensemble,
     src_ids: Tensor,
     *,
     bos_id: int = 1,
@@ -176,8 +178,9 @@ def beam_search(
     K, limits = beam_size, output_limits(model, src_ids, max_len_a, max_len_b)  # (B,)
     device, B = src_ids.device, src_ids.size(0)
     rows = torch.arange(B, device=device).repeat_interleave(K)  # (B * K,): K rows per sentence
-    memory = model.encode(src_ids)[rows]  # (B * K, S, D)
-    cache = model.start_cache(memory, src_ids[rows], capacity=int(limits.max()))
+    # Cross-attention keys and values once per sentence, then copied to its K rows.
+    cache = model.start_cache(model.encode(src_ids), src_ids, capacity=int(limits.max()))
+    cache = cache.select(rows)
     beams = src_ids.new_full((B * K, 1), bos_id)  # (n * K, 1 + t): BOS and tokens so far
     scores = torch.full((B, K), float("-inf"), device=device)  # (n, K) summed log-probabilities
     scores[:, 0] = 0.0  # one live beam to start with, not K copies of it
