@@ -263,3 +263,62 @@ def test_n_best_widens_the_beam_to_n_unless_a_narrower_one_is_asked_for(trained)
     narrow = invoke("translate", "--n-best", "3", "--beam-size", "2", sentence)
     one_line_error(narrow, 2, "--n-best 3 needs --beam-size 3 or more, not 2")
     assert invoke("translate", "--n-best", "0", sentence).exit_code == 2
+
+
+def noisy_copy(run: Path, to: Path) -> Path:
+    """A copy of `run` whose model weights are moved by noise: another model that reads and
+    writes the same tokens (an ensemble member that disagrees with the original now and then)."""
+    import shutil
+
+    from tfm.run import load_model_file, save_weights
+
+    shutil.copytree(run, to)
+    state = load_model_file(to / "best.pt")
+    generator = torch.Generator().manual_seed(0)
+    noisy = {name: t + 0.2 * t.std() * torch.randn(t.shape, generator=generator)
+             for name, t in state["model"].items()}  # fmt: skip
+    save_weights(to / "best.pt", noisy, state["model_args"], step=state["step"],
+                 tokenizer_fingerprint=state["tokenizer_fingerprint"])  # fmt: skip
+    return to
+
+
+def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(trained, workdir, tmp_path):
+    from tfm.data.tokenizer import EOS_ID
+    from tfm.evaluation import DecodeSettings, translate_ids
+    from tfm.run import RunPaths, load_trained
+    from tfm.transformer import Ensemble
+
+    run = workdir / "runs" / "tiny"
+    other = noisy_copy(run, tmp_path / "noisy")
+    sentences = ["i see the dog", "the big dog sees the small cat", "we hope that he sleeps"]
+    for beam in ("1", "3"):
+        result = invoke("translate", "--ensemble", str(other), "--beam-size", beam, *sentences)
+        assert result.exit_code == 0, result.output
+        assert "decoding with an ensemble of 2 models" in result.stderr
+        models = [load_trained(RunPaths(path), torch.device("cpu")) for path in (run, other)]
+        tokenizer = models[0].tokenizer
+        sources = [ids + [EOS_ID] for ids in tokenizer.encode_src(sentences)]
+        settings = DecodeSettings(max_len_b=5, beam_size=int(beam))
+        expected = translate_ids(Ensemble([m.model for m in models]), sources, settings)
+        assert result.stdout == "".join(t + "\n" for t in tokenizer.decode_tgt(expected))
+    # The same run twice is the run alone; eval names the ensemble in its JSON.
+    alone = json.loads(invoke("eval", "--json").stdout)
+    twice = json.loads(invoke("eval", "--json", "--ensemble", str(run)).stdout)
+    assert twice.pop("ensemble") == [str(run)]
+    assert twice.pop("loss") == pytest.approx(alone.pop("loss"), abs=1e-3)
+    twice.pop("perplexity"), alone.pop("perplexity")
+    assert twice == alone
+
+
+def test_ensemble_refuses_a_run_with_another_tokenizer(trained, workdir, tmp_path, tiny_config):
+    from tfm.training import train
+
+    other = tmp_path / "other"  # a run of its own, with a 150-token vocabulary, not ours
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)  # so that it is not remembered as the run last trained in workdir
+        train(tiny_config(other, max_steps=1, validate_every=1), progress_bar=False)
+    run = str(workdir / "runs" / "tiny")
+    result = invoke("translate", "--run", run, "--ensemble", str(other), "i see the dog")
+    one_line_error(result, 2, f"--ensemble {other}: its tokenizer differs", "share one tokenizer")
+    missing = invoke("eval", "--ensemble", str(tmp_path / "nowhere"))
+    one_line_error(missing, 2, "nowhere")

@@ -44,6 +44,14 @@ LengthPenaltyOption = Annotated[
         "(default: config).",
     ),
 ]
+EnsembleOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--ensemble",
+        help="Another run to decode with, as one ensemble with --run (repeatable): each next "
+        "token from the mean of the models' probabilities. The runs must share one tokenizer.",
+    ),
+]
 DeviceOption = Annotated[
     str | None, typer.Option("--device", help="auto, cpu, cuda or mps (default: the config's).")
 ]
@@ -163,6 +171,7 @@ def evaluate(
     device: DeviceOption = None,
     beam_size: BeamOption = None,
     length_penalty: LengthPenaltyOption = None,
+    ensemble: EnsembleOption = None,
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss and exact match."""
     _setup_logging()
@@ -182,6 +191,7 @@ def evaluate(
             device=device,
             beam_size=beam_size,
             length_penalty=length_penalty,
+            ensemble=ensemble or [],
         )
         if output is not None:
             output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -203,6 +213,7 @@ def translate(
     device: DeviceOption = None,
     beam_size: BeamOption = None,
     length_penalty: LengthPenaltyOption = None,
+    ensemble: EnsembleOption = None,
     n_best: Annotated[
         int | None,
         typer.Option(
@@ -234,6 +245,7 @@ def translate(
         else:
             raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
         decoding = {"device": device, "beam_size": beam_size, "length_penalty": length_penalty}
+        decoding["ensemble"] = ensemble or []
         if n_best is not None:
             found = translate_lines_nbest(run, lines, n_best, **decoding)
             for number, hypotheses in enumerate(found, start=1):
