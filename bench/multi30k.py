@@ -5,23 +5,28 @@
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 90 --resume  # 10 -> 90
     PYTHONPATH=src python bench/multi30k.py --directions en-de --minutes 90 --resume --alphas 0.6 2
+    PYTHONPATH=src python bench/multi30k.py --directions en-de --seeds 0 1 --parallel --average 10
 
 Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at
 ../shared/data/multi30k (train, val, test2016), for at most --minutes, then scores test2016 with
 greedy and beam search (and, with --average N, the same two for the average of the last N
-checkpoints). With --resume it continues the runs already in --runs (`tfm train --resume`, from
-each run's own config.yaml, so --config and the first --set flags need not be given again) until
---minutes of training in all, then scores them the same way. With --alphas, each beam row decodes
-the validation split once per GNMT length penalty alpha and scores test2016 with the alpha of the
-best validation BLEU (cased), named in its decoding cell. Rows are Markdown: direction,
-decoding, cased sacreBLEU (its default: detokenized, 13a) with signature, lowercased BLEU, chrF,
-training minutes (the run's own clock, validation included), device, parameters.
+checkpoints). With --seeds, one run per seed (`train.seed`), each scored so, and then every row
+again for the ensemble of the seeds' models (`tfm eval --ensemble`); --parallel trains the seeds
+at the same time, each with an equal share of the CPU threads. With --resume it continues the
+runs already in --runs (`tfm train --resume`, from each run's own config.yaml, so --config and the
+first --set flags need not be given again) until --minutes of training in all, then scores them
+the same way. With --alphas, each beam row decodes the validation split once per GNMT length
+penalty alpha and scores test2016 with the alpha of the best validation BLEU (cased), named in
+its decoding cell. Rows are Markdown: direction, decoding, cased sacreBLEU (its default:
+detokenized, 13a) with signature, lowercased BLEU, chrF, training minutes (the run's own clock,
+validation included; an ensemble's, the sum of its runs'), device, parameters.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -46,32 +51,96 @@ def data_overrides(src: str, tgt: str) -> list[str]:
 
 
 def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
+    """Train the direction's run (one per --seeds seed), then score each; with several seeds,
+    also their ensembles (`tfm eval --ensemble`): of the runs, and of their averaged models."""
     src, tgt = direction.split("-")
-    run = Path(args.runs) / f"multi30k-{direction}"
-    tfm(*train_command(run, src, tgt, args))
-    minutes = training_minutes(run)
-    runs = [("greedy", str(run), 1), (f"beam {args.beam}", str(run), args.beam)]
+    seeds = args.seeds or [None]
+    runs = [run_path(args.runs, direction, seed) for seed in seeds]
+    train_runs(runs, src, tgt, seeds, args)
+    minutes = [training_minutes(run) for run in runs]
+    sizes = [parameters(run) for run in runs]
+    rows, by_variant = [], {}
+    for run, run_minutes, size in zip(runs, minutes, sizes, strict=True):
+        name = "" if len(runs) == 1 else f"{run.name}, "
+        for decoding, model, beam in decoding_variants(run, args):
+            by_variant.setdefault((decoding, beam), []).append(model)
+            cells = (f"{run_minutes:.0f}", size)
+            rows.append(score_row(src, tgt, name + decoding, [model], beam, cells, args))
+    if len(runs) > 1:  # each variant again, as an ensemble of the runs' models
+        total = f"{sum(minutes):.0f} ({' + '.join(f'{m:.0f}' for m in minutes)})"
+        size = f"{len(runs)} × {sizes[0]}" if len(set(sizes)) == 1 else " + ".join(sizes)
+        for (decoding, beam), models in by_variant.items():
+            label = f"ensemble of {len(runs)}, {decoding}"
+            rows.append(score_row(src, tgt, label, models, beam, (total, size), args))
+    return rows
+
+
+def decoding_variants(run: Path, args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """(label, model run directory, beam size) of each way one run is scored: greedy and beam
+    search, and with --average N the same for the average of its last N checkpoints."""
+    variants = [("greedy", str(run), 1), (f"beam {args.beam}", str(run), args.beam)]
     if args.average:
         averaged = f"{run}-avg{args.average}"
         shutil.rmtree(averaged, ignore_errors=True)  # from an earlier run of this script
         tfm("average", "--run", str(run), "--last", str(args.average), "--out", averaged)
-        runs.append((f"greedy, avg last {args.average}", averaged, 1))
-        runs.append((f"beam {args.beam}, avg last {args.average}", averaged, args.beam))
-    rows = []
-    for decoding, run_dir, beam in runs:
-        options = ["--run", run_dir, "--json", "--beam-size", str(beam)]
-        if beam > 1 and args.alphas:
-            alpha = best_alpha(options, args.alphas)
-            options += ["--length-penalty", str(alpha)]
-            decoding += f", α {alpha:g}"
-        scores = json.loads(tfm("eval", *options))
-        signature = scores["bleu_signature"].replace("|", "\\|")  # a table cell
-        rows.append(
-            f"| {src}→{tgt} | {decoding} | {scores['bleu']:.1f} ({signature}) | "
-            f"{scores['bleu_lowercase']:.1f} | {scores['chrf']:.1f} | {minutes:.0f} | "
-            f"{args.device_name} | {parameters(run)} |"
-        )
-    return rows
+        variants.append((f"greedy, avg last {args.average}", averaged, 1))
+        variants.append((f"beam {args.beam}, avg last {args.average}", averaged, args.beam))
+    return variants
+
+
+def run_path(runs: str, direction: str, seed: int | None) -> Path:
+    """The run directory of one direction (and seed, when --seeds names several runs)."""
+    name = f"multi30k-{direction}" if seed is None else f"multi30k-{direction}-seed{seed}"
+    return Path(runs) / name
+
+
+def train_runs(
+    runs: list[Path], src: str, tgt: str, seeds: list[int | None], args: argparse.Namespace
+) -> None:
+    """`tfm train` each run, one after the other, or with --parallel all at once, each with
+    an equal share of the CPU threads (a GPU is shared as it is)."""
+    commands = []
+    for run, seed in zip(runs, seeds, strict=True):
+        seed_sets = [] if seed is None else ["--set", f"train.seed={seed}"]
+        commands.append(train_command(run, src, tgt, args) + seed_sets)
+    if not args.parallel:
+        for command in commands:
+            tfm(*command)
+        return
+    threads = max(1, (os.cpu_count() or 1) // len(commands))
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    jobs = [subprocess.Popen([sys.executable, "-m", "tfm", *c], env=env, stdout=subprocess.DEVNULL)
+            for c in commands]  # fmt: skip
+    failed = [str(run) for run, job in zip(runs, jobs, strict=True) if job.wait() != 0]
+    if failed:
+        sys.exit(f"training failed: {', '.join(failed)}")
+
+
+def score_row(
+    src: str,
+    tgt: str,
+    decoding: str,
+    models: list[str],
+    beam: int,
+    cells: tuple[str, str],
+    args: argparse.Namespace,
+) -> str:
+    """One table row: test2016 scored by the run `models[0]`, as an ensemble with the others;
+    `cells` are the training minutes and parameter count as they are to be printed."""
+    minutes, size = cells
+    options = ["--run", models[0], *[x for m in models[1:] for x in ("--ensemble", m)]]
+    options += ["--json", "--beam-size", str(beam)]
+    if beam > 1 and args.alphas:
+        alpha = best_alpha(options, args.alphas)
+        options += ["--length-penalty", str(alpha)]
+        decoding += f", α {alpha:g}"
+    scores = json.loads(tfm("eval", *options))
+    signature = scores["bleu_signature"].replace("|", "\\|")  # a table cell
+    return (
+        f"| {src}→{tgt} | {decoding} | {scores['bleu']:.1f} ({signature}) | "
+        f"{scores['bleu_lowercase']:.1f} | {scores['chrf']:.1f} | {minutes} | "
+        f"{args.device_name} | {size} |"
+    )
 
 
 def train_command(run: Path, src: str, tgt: str, args: argparse.Namespace) -> list[str]:
@@ -134,6 +203,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--resume", action="store_true", help="continue the runs in --runs to --minutes in all"
+    )
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help="one run per seed (train.seed), and their ensembles"
+    )
+    parser.add_argument(
+        "--parallel", action="store_true", help="train the --seeds runs at the same time"
     )
     args = parser.parse_args()
     if not DATA.is_dir():

@@ -87,3 +87,59 @@ def test_the_parameter_count_counts_tied_weights_once(bench, tmp_path, stored_ap
         weights = {name: t.clone() for name, t in weights.items()}
     save_weights(tmp_path / "best.pt", weights, args, step=1, tokenizer_fingerprint="x")
     assert bench.parameters(tmp_path) == f"{sum(unique.values()) / 1e6:.1f}M"
+
+
+def test_seeds_train_one_run_each_and_score_their_ensembles(bench, monkeypatch, tmp_path):
+    def fake_tfm(*args: str) -> str:
+        bench.calls.append(args)
+        return json.dumps({"bleu": 40.0, "bleu_signature": "a|b", "bleu_lowercase": 41.0,
+                           "chrf": 60.0}) if args[0] == "eval" else ""  # fmt: skip
+
+    monkeypatch.setattr(bench, "tfm", fake_tfm)
+    monkeypatch.setattr(bench, "training_minutes", lambda run: 100.0 + int(run.name[-1]))
+    monkeypatch.setattr(bench, "parameters", lambda run: "2.3M")
+    args = _args(bench)
+    for key, value in dict(runs=str(tmp_path), seeds=[0, 1], beam=5, average=10, alphas=None,
+                           parallel=False, device_name="cpu").items():  # fmt: skip
+        setattr(args, key, value)
+    rows = bench.run_direction("en-de", args)
+    trains = [call for call in bench.calls if call[0] == "train"]
+    runs = [tmp_path / f"multi30k-en-de-seed{seed}" for seed in (0, 1)]
+    for call, run, seed in zip(trains, runs, (0, 1), strict=True):
+        assert f"run_dir={run}" in call and call[-2:] == ("--set", f"train.seed={seed}")
+    evals = [call for call in bench.calls if call[0] == "eval"]
+    assert len(rows) == len(evals) == 12  # 4 per run, then the 4 again as ensembles
+    ensembles = [" ".join(call[1:5]) for call in evals[8:]]
+    assert (
+        ensembles
+        == [f"--run {runs[0]} --ensemble {runs[1]}"] * 2
+        + [f"--run {runs[0]}-avg10 --ensemble {runs[1]}-avg10"] * 2
+    )
+    assert [call[call.index("--beam-size") + 1] for call in evals[8:]] == ["1", "5", "1", "5"]
+    assert rows[4].startswith("| en→de | multi30k-en-de-seed1, greedy | 40.0 (a\\|b) | 41.0 |")
+    assert rows[-1] == (
+        "| en→de | ensemble of 2, beam 5, avg last 10 | 40.0 (a\\|b) | 41.0 | 60.0 | "
+        "201 (100 + 101) | cpu | 2 × 2.3M |"
+    )
+
+
+def test_parallel_seeds_share_the_cpu_threads(bench, monkeypatch, tmp_path):
+    started = []
+
+    class FakeJob:
+        def __init__(self, command, env, stdout):
+            self.command = command
+            started.append((command, env["OMP_NUM_THREADS"]))
+
+        def wait(self) -> int:
+            return 1 if "train.seed=1" in self.command else 0
+
+    monkeypatch.setattr(bench.subprocess, "Popen", FakeJob)
+    monkeypatch.setattr(bench.os, "cpu_count", lambda: 4)
+    args = _args(bench)
+    args.parallel = True
+    runs = [tmp_path / "a", tmp_path / "b"]
+    with pytest.raises(SystemExit, match=f"training failed: {runs[1]}$"):
+        bench.train_runs(runs, "en", "de", [0, 1], args)
+    assert [threads for _, threads in started] == ["2", "2"]
+    assert [command[-1] for command, _ in started] == ["train.seed=0", "train.seed=1"]
