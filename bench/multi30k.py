@@ -12,7 +12,9 @@ Each run trains `--config` (default `configs/multi30k.yaml`) with its three spli
 greedy and beam search (and, with --average N, the same two for the average of the last N
 checkpoints). With --seeds, one run per seed (`train.seed`), each scored so, and then every row
 again for the ensemble of the seeds' models (`tfm eval --ensemble`); --parallel trains the seeds
-at the same time, each with an equal share of the CPU threads. With --resume it continues the
+at the same time, each with an equal share of the CPU threads; `--score ensemble` leaves out the
+single runs' rows, and `--score none` only trains (a device that limits each command's time can
+train in several --resume calls and score in the last). With --resume it continues the
 runs already in --runs (`tfm train --resume`, from each run's own config.yaml, so --config and the
 first --set flags need not be given again) until --minutes of training in all, then scores them
 the same way. With --alphas, each beam row decodes the validation split once per GNMT length
@@ -57,6 +59,8 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
     seeds = args.seeds or [None]
     runs = [run_path(args.runs, direction, seed) for seed in seeds]
     train_runs(runs, src, tgt, seeds, args)
+    if args.score == "none":
+        return []
     minutes = [training_minutes(run) for run in runs]
     sizes = [parameters(run) for run in runs]
     rows, by_variant = [], {}
@@ -64,6 +68,8 @@ def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
         name = "" if len(runs) == 1 else f"{run.name}, "
         for decoding, model, beam in decoding_variants(run, args):
             by_variant.setdefault((decoding, beam), []).append(model)
+            if args.score == "ensemble" and len(runs) > 1:
+                continue
             cells = (f"{run_minutes:.0f}", size)
             rows.append(score_row(src, tgt, name + decoding, [model], beam, cells, args))
     if len(runs) > 1:  # each variant again, as an ensemble of the runs' models
@@ -209,6 +215,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--parallel", action="store_true", help="train the --seeds runs at the same time"
+    )
+    parser.add_argument(
+        "--score",
+        choices=["all", "ensemble", "none"],
+        default="all",
+        help="rows to score: all; with --seeds, only the ensemble's; none (train only)",
     )
     args = parser.parse_args()
     if not DATA.is_dir():

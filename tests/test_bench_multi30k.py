@@ -100,7 +100,7 @@ def test_seeds_train_one_run_each_and_score_their_ensembles(bench, monkeypatch, 
     monkeypatch.setattr(bench, "parameters", lambda run: "2.3M")
     args = _args(bench)
     for key, value in dict(runs=str(tmp_path), seeds=[0, 1], beam=5, average=10, alphas=None,
-                           parallel=False, device_name="cpu").items():  # fmt: skip
+                           parallel=False, device_name="cpu", score="all").items():  # fmt: skip
         setattr(args, key, value)
     rows = bench.run_direction("en-de", args)
     trains = [call for call in bench.calls if call[0] == "train"]
@@ -121,6 +121,12 @@ def test_seeds_train_one_run_each_and_score_their_ensembles(bench, monkeypatch, 
         "| en→de | ensemble of 2, beam 5, avg last 10 | 40.0 (a\\|b) | 41.0 | 60.0 | "
         "201 (100 + 101) | cpu | 2 × 2.3M |"
     )
+    args.score = "ensemble"  # the same four ensemble rows, without the single runs'
+    assert bench.run_direction("en-de", args) == rows[8:]
+    bench.calls.clear()
+    args.score = "none"  # train only
+    assert bench.run_direction("en-de", args) == []
+    assert [call[0] for call in bench.calls] == ["train", "train"]
 
 
 def test_parallel_seeds_share_the_cpu_threads(bench, monkeypatch, tmp_path):
