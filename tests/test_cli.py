@@ -284,7 +284,7 @@ def noisy_copy(run: Path, to: Path) -> Path:
 
 def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(trained, workdir, tmp_path):
     from tfm.data.tokenizer import EOS_ID
-    from tfm.evaluation import DecodeSettings, translate_ids
+    from tfm.evaluation import DecodeSettings, translate_ids, translate_nbest_ids
     from tfm.run import RunPaths, load_trained
     from tfm.transformer import Ensemble
 
@@ -301,6 +301,14 @@ def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(trained, workd
         settings = DecodeSettings(max_len_b=5, beam_size=int(beam))
         expected = translate_ids(Ensemble([m.model for m in models]), sources, settings)
         assert result.stdout == "".join(t + "\n" for t in tokenizer.decode_tgt(expected))
+    # --n-best goes through the same ensemble: the ensemble's beam hypotheses and scores.
+    nbest = invoke("translate", "--ensemble", str(other), "--beam-size", "3", "--n-best", "2",
+                   *sentences)  # fmt: skip
+    found = translate_nbest_ids(Ensemble([m.model for m in models]), sources, settings, 2)
+    rows = nbest_rows(nbest.stdout)
+    assert [text for _, _, text in rows[::2]] == result.stdout.split("\n")[:-1]
+    expected_scores = [h.score for hypotheses in found for h in hypotheses]
+    assert [score for _, score, _ in rows] == pytest.approx(expected_scores, abs=5e-5)
     # The same run twice is the run alone; eval names the ensemble in its JSON.
     alone = json.loads(invoke("eval", "--json").stdout)
     twice = json.loads(invoke("eval", "--json", "--ensemble", str(run)).stdout)

@@ -54,10 +54,10 @@ def _ensemble_of(trained: TrainedModel, others: Sequence[str | Path], target) ->
     which must use the same tokenizer (the same tokens under the same ids)."""
     if not others:
         return trained.model
-    members = [trained.model]
+    members, fingerprint = [trained.model], trained.tokenizer.fingerprint()
     for other in others:
         member = load_trained(find_run(other), target)
-        if member.tokenizer.fingerprint() != trained.tokenizer.fingerprint():
+        if member.tokenizer.fingerprint() != fingerprint:
             raise UsageError(
                 f"--ensemble {other}: its tokenizer differs from the one in "
                 f"{trained.paths.root}; an ensemble's runs must share one tokenizer "
@@ -103,7 +103,7 @@ def evaluate_run(
     scores, hypotheses = evaluate_split(model, tokenizer, data, settings)
     header = {"run": str(trained.paths.root), "split": name, "step": trained.step}
     if ensemble:
-        header["ensemble"] = [str(find_run(other).root) for other in ensemble]
+        header["ensemble"] = [str(Path(other)) for other in ensemble]  # found by _open
     decoding = {"beam_size": settings.beam_size, "length_penalty": settings.length_penalty}
     return {**header, **decoding, **scores}, hypotheses
 
