@@ -11,15 +11,15 @@ Each run trains `--config` (default `configs/multi30k.yaml`) with its three spli
 ../shared/data/multi30k (train, val, test2016), for at most --minutes, then scores test2016 with
 greedy and beam search (and, with --average N, the same two for the average of the last N
 checkpoints). With --seeds, one run per seed (`train.seed`), each scored so, and then every row
-again for the ensemble of the seeds' models (`tfm eval --ensemble`); --parallel trains the seeds
-at the same time, each with an equal share of the CPU threads; `--score ensemble` leaves out the
-single runs' rows, and `--score none` only trains (a device that limits each command's time can
-train in several --resume calls and score in the last). With --resume it continues the
-runs already in --runs (`tfm train --resume`, from each run's own config.yaml, so --config and the
-first --set flags need not be given again) until --minutes of training in all, then scores them
-the same way. With --alphas, each beam row decodes the validation split once per GNMT length
-penalty alpha and scores test2016 with the alpha of the best validation BLEU (cased), named in
-its decoding cell. Rows are Markdown: direction, decoding, cased sacreBLEU (its default:
+again for the ensemble of the seeds' models (`tfm eval --ensemble`); --parallel trains the seeds at
+the same time, each with an equal share of the CPU threads (their log lines led by the run's name);
+`--score ensemble` leaves out the single runs' rows, and `--score none` only trains (a device that
+limits each command's time can train in several --resume calls and score in the last). With --resume
+it continues the runs already in --runs (`tfm train --resume`, from each run's own config.yaml, so
+--config and the first --set flags need not be given again) until --minutes of training in all, then
+scores them the same way. With --alphas, each beam row decodes the validation split once per GNMT
+length penalty alpha and scores test2016 with the alpha of the best validation BLEU (cased), named
+in its decoding cell. Rows are Markdown: direction, decoding, cased sacreBLEU (its default:
 detokenized, 13a) with signature, lowercased BLEU, chrF, training minutes (the run's own clock,
 validation included; an ensemble's, the sum of its runs'), device, parameters.
 """
@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,11 +116,33 @@ def train_runs(
         return
     threads = max(1, (os.cpu_count() or 1) // len(commands))
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    jobs = [subprocess.Popen([sys.executable, "-m", "tfm", *c], env=env, stdout=subprocess.DEVNULL)
-            for c in commands]  # fmt: skip
+    jobs, relays = [], []
+    for run, command in zip(runs, commands, strict=True):
+        job = subprocess.Popen(
+            [sys.executable, "-m", "tfm", *command],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        relay = threading.Thread(target=relay_lines, args=(job.stderr, f"[{run.name}] "))
+        relay.start()
+        jobs.append(job)
+        relays.append(relay)
     failed = [str(run) for run, job in zip(runs, jobs, strict=True) if job.wait() != 0]
+    for relay in relays:
+        relay.join()
     if failed:
         sys.exit(f"training failed: {', '.join(failed)}")
+
+
+def relay_lines(stream, prefix: str) -> None:
+    """Copy a parallel run's stderr to ours line by line, each line led by `prefix`, so that
+    the runs' interleaved logs still say which run wrote what."""
+    for line in stream:
+        sys.stderr.write(prefix + line)
+        sys.stderr.flush()
+    stream.close()
 
 
 def score_row(

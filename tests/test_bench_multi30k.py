@@ -129,23 +129,32 @@ def test_seeds_train_one_run_each_and_score_their_ensembles(bench, monkeypatch, 
     assert [call[0] for call in bench.calls] == ["train", "train"]
 
 
-def test_parallel_seeds_share_the_cpu_threads(bench, monkeypatch, tmp_path):
-    started = []
-
-    class FakeJob:
-        def __init__(self, command, env, stdout):
-            self.command = command
-            started.append((command, env["OMP_NUM_THREADS"]))
-
-        def wait(self) -> int:
-            return 1 if "train.seed=1" in self.command else 0
-
-    monkeypatch.setattr(bench.subprocess, "Popen", FakeJob)
+def test_parallel_seeds_share_the_cpu_threads(bench, monkeypatch, tmp_path, capfd):
+    """Real child processes (a fake interpreter that logs its thread count and seed to stderr,
+    and fails for seed 1): each gets an equal share of the threads, each line it logs comes
+    through whole with its run's name first, and a failed run is named."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'for arg; do seed="$arg"; done\n'
+        'echo "threads $OMP_NUM_THREADS" >&2\n'
+        'echo "last $seed" >&2\n'
+        'echo "to stdout"\n'
+        'case "$seed" in *seed=1) exit 3;; esac\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(bench.sys, "executable", str(fake))
     monkeypatch.setattr(bench.os, "cpu_count", lambda: 4)
     args = _args(bench)
     args.parallel = True
     runs = [tmp_path / "a", tmp_path / "b"]
     with pytest.raises(SystemExit, match=f"training failed: {runs[1]}$"):
         bench.train_runs(runs, "en", "de", [0, 1], args)
-    assert [threads for _, threads in started] == ["2", "2"]
-    assert [command[-1] for command, _ in started] == ["train.seed=0", "train.seed=1"]
+    out, err = capfd.readouterr()
+    assert out == ""  # the runs' stdout is not ours
+    assert sorted(err.splitlines()) == [
+        "[a] last train.seed=0",
+        "[a] threads 2",
+        "[b] last train.seed=1",
+        "[b] threads 2",
+    ]
