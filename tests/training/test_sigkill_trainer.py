@@ -15,8 +15,12 @@ KILLS = 10
 
 def test_sigkill_at_random_moments_never_leaves_an_unloadable_checkpoint(tmp_path):
     run = tmp_path / "run"
-    # A checkpoint (and last.pt, best.pt) at every second step, so kills land during saves too.
-    config = write_config(tmp_path, run, max_steps=10_000, validate_every=2, keep_last=2)
+    # A checkpoint (and last.pt, best.pt) at every second step, so kills land during saves too. No
+    # epoch limit: on a fast machine ten runs of up to 1.5 s each passed the default 30 epochs, and
+    # the last run finished before it could be killed.
+    config = write_config(
+        tmp_path, run, max_steps=10_000, max_epochs=None, validate_every=2, keep_last=2
+    )
     rng = random.Random(7)
     resumed_steps = []
     for attempt in range(KILLS):
