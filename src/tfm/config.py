@@ -104,6 +104,7 @@ class ModelConfig(StrictModel):
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
     activation_dropout: float = Field(0.0, ge=0.0, lt=1.0)  # on the feed-forward hidden units
+    word_dropout: float = Field(0.0, ge=0.0, lt=1.0)  # whole token embeddings, source and target
     activation: Literal["relu", "gelu"] = "relu"
     norm_position: Literal["post", "pre"] = "post"
     share_embeddings: bool = True

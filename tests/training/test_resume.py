@@ -14,7 +14,7 @@ from tfm.config import load_config
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
-from tfm.run import RunPaths
+from tfm.run import RunPaths, load_trained
 from tfm.training import session as session_module
 from tfm.training import train
 
@@ -146,16 +146,22 @@ def written_before(key: str, run) -> None:
     save_checkpoint(newest.state, newest.path)
 
 
-def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path):
+@pytest.mark.parametrize("key", ["activation_dropout", "word_dropout"])
+def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path, key):
     run = tmp_path / "run"
     train(tiny_config(run, max_steps=2), progress_bar=False)
-    written_before("model.activation_dropout", run)
+    written_before(f"model.{key}", run)
     later = tiny_config(run, max_steps=4).model_copy(deep=True)
-    later.model.activation_dropout = 0.1  # not what the older version did
-    with pytest.raises(UsageError, match=r": model\.activation_dropout differ"):
+    setattr(later.model, key, 0.1)  # not what the older version did
+    with pytest.raises(UsageError, match=rf": model\.{key} differ"):
         train(later, resume=True, progress_bar=False)
     train(tiny_config(run, max_steps=4), resume=True, progress_bar=False)  # the default: it did
     assert [step for step, _ in losses(run)] == [1, 2, 3, 4]
+    state = load_checkpoint(run / "best.pt")  # a model file from before the key, for eval
+    del state["model_args"][key]
+    save_checkpoint(state, run / "best.pt")
+    loaded = load_trained(RunPaths(run), torch.device("cpu")).model.state_dict()
+    assert all(torch.equal(loaded[name], state["model"][name]) for name in state["model"])
 
 
 @pytest.mark.parametrize("budget", ["max_steps", "max_epochs", "max_minutes"])

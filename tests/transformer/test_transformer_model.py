@@ -138,6 +138,36 @@ def test_activation_dropout_from_the_config_reaches_every_feed_forward_network()
     torch.testing.assert_close(no_dropout(src, tgt), no_dropout(src, tgt))
 
 
+def test_word_dropout_zeroes_whole_token_embeddings_in_training_only():
+    config = Config.model_validate({"model": {"word_dropout": 0.3, "dropout": 0.0}})
+    args = model_args(config, SimpleNamespace(src_vocab_size=V, tgt_vocab_size=V))
+    args.update(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64)
+    torch.manual_seed(0)
+    model = build_model(**args).train()
+    ids = torch.randint(1, V, (64, 50))
+    with_words = model.positional_encoding(model.src_embedding(ids))  # (B, T, D)
+    positions_only = model.positional_encoding(torch.zeros_like(with_words))
+    embedded = model._embed(ids, model.src_embedding)
+    dropped = (embedded == positions_only).all(-1)  # (B, T)
+    kept = (embedded == with_words).all(-1)
+    assert bool((dropped ^ kept).all())  # every position: the whole word, or none of it
+    assert abs(dropped.float().mean().item() - 0.3) < 0.03  # 3,200 positions
+    again = (model._embed(ids, model.src_embedding) == positions_only).all(-1)
+    assert not torch.equal(dropped, again)  # a new draw each call
+    torch.testing.assert_close(model.eval()._embed(ids, model.src_embedding), with_words)
+    plain = build_model(**{**args, "word_dropout": 0.0}).eval()
+    plain.load_state_dict(model.state_dict())
+    src, tgt = torch.randint(1, V, (2, 6)), torch.randint(1, V, (2, 5))
+    torch.testing.assert_close(model(src, tgt), plain(src, tgt), atol=0, rtol=0)
+
+
+def test_word_dropout_outside_0_1_is_rejected_with_value():
+    with pytest.raises(ValueError, match=r"word_dropout=1.0 is not in \[0, 1\)"):
+        build_model(**TINY, word_dropout=1.0)
+    with pytest.raises(ValueError, match=r"model\.word_dropout"):
+        Config.model_validate({"model": {"word_dropout": 1.0}})
+
+
 def test_attention_maps_have_per_layer_per_head_shapes():
     model = tiny_model()
     src, tgt = padded_batch([7, 3], vocab_size=V), padded_batch([5, 5], vocab_size=V, seed=1)

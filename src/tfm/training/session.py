@@ -178,6 +178,7 @@ def model_args(config: Config, tokenizer: Tokenizer) -> dict:
         "tie_output": m.tie_output,
         "max_len": m.max_len,
         "pad_id": PAD_ID,
+        "word_dropout": m.word_dropout,
     }
 
 

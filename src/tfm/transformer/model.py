@@ -27,6 +27,9 @@ class Transformer(nn.Module):
     causal mask then hides target padding from every real position).
     With `share_embeddings`, source and target share one embedding (a joint vocabulary); with
     `tie_output`, the pre-softmax projection uses the target embedding matrix (§3.4).
+    `word_dropout` > 0 zeroes whole token embeddings, source and target, in training: each position
+    keeps only its positional encoding with that probability (not in the paper; unscaled, as
+    Sennrich et al. 2016 drop words).
     """
 
     def __init__(
@@ -48,6 +51,7 @@ class Transformer(nn.Module):
         tie_output: bool,
         max_len: int,
         pad_id: int,
+        word_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         if share_embeddings and src_vocab_size != tgt_vocab_size:
@@ -62,7 +66,10 @@ class Transformer(nn.Module):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout={dropout} is not in [0, 1)")
+        if not 0.0 <= word_dropout < 1.0:
+            raise ValueError(f"word_dropout={word_dropout} is not in [0, 1)")
         self.pad_id = pad_id
+        self.word_dropout = word_dropout
         self.src_embedding = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model)
         self.tgt_embedding = (
             self.src_embedding
@@ -106,7 +113,11 @@ class Transformer(nn.Module):
         return is_real[:, None, None, :]  # (B, 1, 1, S)
 
     def _embed(self, ids: Tensor, embedding: TokenEmbedding, offset: int = 0) -> Tensor:
-        x = self.positional_encoding(embedding(ids), offset=offset)  # (B, T, D)
+        x = embedding(ids)  # (B, T, D)
+        if self.training and self.word_dropout > 0:
+            kept = torch.rand(ids.shape, device=ids.device) >= self.word_dropout  # (B, T)
+            x = x * kept.unsqueeze(-1).to(x.dtype)
+        x = self.positional_encoding(x, offset=offset)
         return self.embedding_dropout(x)
 
     def encode(self, src_ids: Tensor) -> Tensor:
@@ -209,6 +220,7 @@ def build_model(
     tie_output: bool = True,
     max_len: int = 512,
     pad_id: int = 0,
+    word_dropout: float = 0.0,
 ) -> Transformer:
     """The one way to build the model from plain hyperparameters (defaults: §3's base model).
 
@@ -231,4 +243,5 @@ def build_model(
         tie_output=tie_output,
         max_len=max_len,
         pad_id=pad_id,
+        word_dropout=word_dropout,
     )
