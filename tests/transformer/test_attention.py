@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformer_helpers import copy_attention, randomize
 
 from tfm.transformer import MultiHeadAttention, scaled_dot_product_attention
@@ -118,3 +119,44 @@ def test_d_model_not_divisible_by_n_heads_is_rejected_with_values():
 def test_attention_dropout_out_of_range_is_rejected_with_value():
     with pytest.raises(ValueError, match=r"attention_dropout=1.5"):
         MultiHeadAttention(d_model=8, n_heads=2, attention_dropout=1.5)
+
+
+class AttentionKernelDtypes(TorchDispatchMode):
+    """Records the dtype of the query that reaches PyTorch's fused attention kernel (below autocast,
+    so after any cast autocast makes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dtypes: list[torch.dtype] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "scaled_dot_product" in str(func) and "backward" not in str(func):
+            self.dtypes.append(args[0].dtype)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("given", [torch.bfloat16, torch.float32])
+def test_bf16_training_on_cpu_runs_the_fused_kernel_in_float32(given):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, H, 6, 8).to(given).requires_grad_() for _ in range(3))
+    mask = key_padding([6, 3], 6)[:, None, None, :]
+    with torch.autocast("cpu", dtype=torch.bfloat16), AttentionKernelDtypes() as seen:
+        out, _ = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True)
+    assert seen.dtypes == [torch.float32]  # its bfloat16 backward is several times slower
+    assert out.dtype == torch.bfloat16
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), attn_mask=mask & causal_mask(6, 6)
+    )
+    torch.testing.assert_close(out, expected.to(torch.bfloat16), rtol=0, atol=0)
+    out.float().sum().backward()
+    assert q.grad is not None and q.grad.dtype == given and bool(q.grad.abs().sum() > 0)
+
+
+def test_bf16_attention_without_a_backward_pass_stays_in_bf16():
+    q, k, v = (torch.randn(2, H, 6, 8, requires_grad=True) for _ in range(3))
+    with torch.autocast("cpu", dtype=torch.bfloat16), AttentionKernelDtypes() as seen:
+        with torch.no_grad():
+            no_grad, _ = scaled_dot_product_attention(q, k, v, is_causal=True)
+        frozen, _ = scaled_dot_product_attention(q.detach(), k.detach(), v.detach())
+    assert seen.dtypes == [torch.bfloat16, torch.bfloat16]  # as fast as float32 forwards
+    assert no_grad.dtype == frozen.dtype == torch.bfloat16

@@ -108,13 +108,23 @@ def scaled_dot_product_attention(
 
     Without `need_weights` this goes through `F.scaled_dot_product_attention`, which on CPU uses a
     fused kernel when dropout_p is 0; with it, through the explicit matmul/softmax/matmul path.
-    Both give the same output.
+    Both give the same output. Training in bfloat16 on the CPU runs the fused kernel in float32
+    (then rounds its output to bfloat16): its bfloat16 backward is several times slower there.
     """
     if not need_weights:
         if is_causal and (mask is not None or query.size(-2) != key.size(-2)):
             # SDPA's own is_causal is aligned top-left and cannot be combined with a mask.
             mask = _with_causal(mask, query.size(-2), key.size(-2), query.device)
             is_causal = False
+        if _bf16_backward_on_cpu(query):
+            # PyTorch's CPU kernel runs 4-6x slower backwards in bfloat16 than in float32; autocast
+            # would cast float32 inputs back to bfloat16, hence off for this call.
+            with torch.autocast("cpu", enabled=False):
+                out = F.scaled_dot_product_attention(
+                    query.float(), key.float(), value.float(), attn_mask=mask,
+                    dropout_p=dropout_p, is_causal=is_causal,
+                )  # fmt: skip
+            return out.to(torch.bfloat16), None
         out = F.scaled_dot_product_attention(
             query, key, value, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal
         )
@@ -130,6 +140,20 @@ def scaled_dot_product_attention(
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return attended @ value, weights  # (B, H, Tq, K)
+
+
+def _bf16_backward_on_cpu(query: Tensor) -> bool:
+    """Whether fused attention on `query` would run in bfloat16 on the CPU with a backward pass to
+    come (training under bf16 autocast), where it runs in float32 instead (bench/README.md)."""
+    autocast_bf16 = (
+        torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    )
+    return (
+        (query.dtype == torch.bfloat16 or autocast_bf16)
+        and query.device.type == "cpu"
+        and torch.is_grad_enabled()
+        and query.requires_grad
+    )
 
 
 def _with_causal(mask: Tensor | None, query_len: int, key_len: int, device: torch.device) -> Tensor:
