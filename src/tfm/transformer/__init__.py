@@ -10,8 +10,8 @@ Shape legend, used in every docstring and trailing shape comment:
 Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk).
 
 Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), layers (§3.1),
-model (§3), decoding (search: greedy, and beam search as in §6.1), ensemble (several trained
-models decoding as one).
+dropout (§5.4), model (§3), decoding (search: greedy, and beam search as in §6.1), ensemble
+(several trained models decoding as one).
 """
 
 from tfm.transformer.attention import (
@@ -28,6 +28,7 @@ from tfm.transformer.decoding import (
     greedy_decode,
     greedy_decode_uncached,
 )
+from tfm.transformer.dropout import Dropout
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
 from tfm.transformer.ensemble import Ensemble, EnsembleCache, mean_probability_logits
 from tfm.transformer.feed_forward import PositionwiseFeedForward
@@ -37,6 +38,7 @@ from tfm.transformer.model import Transformer, build_model
 __all__ = [
     "DecodeResult",
     "Decoder",
+    "Dropout",
     "DecoderCache",
     "DecoderLayer",
     "Encoder",

@@ -3,6 +3,8 @@
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tfm.transformer.dropout import Dropout
+
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
@@ -25,7 +27,7 @@ class PositionwiseFeedForward(nn.Module):
         self.activation = activation
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(activation_dropout)  # p = 0 returns its input as is
+        self.dropout = Dropout(activation_dropout)  # p = 0 returns its input as is
 
     def forward(self, x: Tensor) -> Tensor:
         """x (B, T, D) -> (B, T, D)."""

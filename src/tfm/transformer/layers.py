@@ -14,6 +14,7 @@ from typing import NamedTuple
 from torch import Tensor, nn
 
 from tfm.transformer.attention import KeyValue, KeyValueCache, MultiHeadAttention
+from tfm.transformer.dropout import Dropout
 from tfm.transformer.feed_forward import PositionwiseFeedForward
 
 NORM_POSITIONS = ("post", "pre")
@@ -28,7 +29,7 @@ class Residual(nn.Module):
             raise ValueError(f"norm_position={norm_position!r} is not one of {NORM_POSITIONS}")
         self.pre_norm = norm_position == "pre"
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def sublayer_input(self, x: Tensor) -> Tensor:
         return self.norm(x) if self.pre_norm else x

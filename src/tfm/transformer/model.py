@@ -9,6 +9,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from tfm.transformer.dropout import Dropout
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding
 from tfm.transformer.layers import Decoder, DecoderCache, Encoder
 
@@ -77,7 +78,7 @@ class Transformer(nn.Module):
             else TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model)
         )
         self.positional_encoding = PositionalEncoding(d_model=d_model, max_len=max_len)
-        self.embedding_dropout = nn.Dropout(dropout)  # §5.4: on the sums of embeddings and PE
+        self.embedding_dropout = Dropout(dropout)  # §5.4: on the sums of embeddings and PE
         options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
         options.update(
             attention_dropout=attention_dropout,
