@@ -77,21 +77,32 @@ class _ProjectedCrossEntropy(_FusedLoss):
     def forward(ctx, hidden: Tensor, weight: Tensor, targets: Tensor, eps: float, chunk: int):
         h_all, w, grad_hidden, grad_weight, total = _operands(hidden, weight)
         with torch.autocast(hidden.device.type, enabled=False):
-            V = w.size(0)
+            V, rows = w.size(0), min(chunk, hidden.size(0))
+            # One float32 buffer for every chunk's logits, softmax and gradient (and one in the
+            # matmuls' dtype under autocast): a fresh (chunk, V) tensor per chunk costs page faults.
+            scores = torch.empty(rows, V, dtype=torch.float32, device=w.device)
+            low = None if w.dtype == torch.float32 else torch.empty_like(scores, dtype=w.dtype)
             for start in range(0, hidden.size(0), chunk):
                 h, t = h_all[start : start + chunk], targets[start : start + chunk]
-                log_probs = (h @ w.t()).float()  # (n, V)
-                log_probs -= log_probs.logsumexp(dim=-1, keepdim=True)
-                total -= (1 - eps) * log_probs.gather(1, t[:, None]).sum()
-                total -= eps / V * log_probs.sum()
-                grad = log_probs.exp_()  # (n, V): the softmax, then its gradient
+                z = scores[: t.numel()]  # (n, V)
+                if low is None:
+                    torch.mm(h, w.t(), out=z)
+                else:
+                    z.copy_(torch.mm(h, w.t(), out=low[: t.numel()]))
+                z -= z.amax(dim=-1, keepdim=True)  # logits shifted to a maximum of 0
+                picked, row_sum = z.gather(1, t[:, None]), z.sum(dim=-1, keepdim=True)  # (n, 1)
+                norm = z.exp_().sum(dim=-1, keepdim=True)  # (n, 1); z: unnormalised probabilities
+                log_norm = norm.log()  # -log p_v = log_norm - z_v for the shifted z
+                total += ((1 - eps) * (log_norm - picked) + eps * log_norm).sum()
+                total -= eps / V * row_sum.sum()
+                grad = z.div_(norm)  # (n, V): the softmax, then its gradient
                 grad -= eps / V
                 grad[torch.arange(t.numel(), device=t.device), t] -= 1 - eps
-                grad = grad.to(w.dtype)
-                if grad.dtype == torch.float32:  # no casts: write and accumulate in place
+                if low is None:  # no casts: write and accumulate in place
                     torch.mm(grad, w, out=grad_hidden[start : start + chunk])
                     grad_weight.addmm_(grad.t(), h)
                 else:
+                    grad = low[: t.numel()].copy_(grad)
                     grad_hidden[start : start + chunk] = grad @ w
                     grad_weight += (grad.t() @ h).float()
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
