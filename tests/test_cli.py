@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from typer.testing import CliRunner
 
 from tfm.cli import app
@@ -91,6 +92,13 @@ def test_eval_writes_hypotheses_in_input_order(trained, workdir):
     assert result.exit_code == 0, result.output
     hyps = out.read_text(encoding="utf-8").split("\n")
     assert len(hyps) == 3 and hyps[2] == ""
+    # The brevity penalty's lengths count sacreBLEU's 13a tokens: 4 + 7 in the references.
+    scores = json.loads(result.stdout)
+    assert scores["ref_len"] == 11
+    assert scores["hyp_len"] == sum(len(Tokenizer13a()(h).split()) for h in hyps[:2])
+    assert scores["length_ratio"] == round(scores["hyp_len"] / 11, 4)
+    text = invoke("eval", "--src", str(src), "--ref", str(ref)).stdout.splitlines()
+    assert f"length_ratio     {scores['length_ratio']}" in text
     single = invoke("translate", "the big dog sees the small cat").stdout.strip()
     assert hyps[1] == single
 
@@ -202,11 +210,14 @@ def test_length_penalty_option_overrides_the_config(trained):
     longer = invoke("translate", "--beam-size", "4", "--length-penalty", "50", *sentences)
     assert longer.exit_code == 0, longer.output
     assert len(longer.stdout.split()) > len(default.split())
+    ratios = {}
     for alpha in ("0.6", "50"):
         scores = json.loads(
             invoke("eval", "--json", "--beam-size", "2", "--length-penalty", alpha).stdout
         )
         assert scores["length_penalty"] == float(alpha) and scores["beam_size"] == 2
+        ratios[alpha] = scores["length_ratio"]
+    assert ratios["50"] > ratios["0.6"]  # eval's length ratio shows the longer output too
     assert json.loads(invoke("eval", "--json").stdout)["length_penalty"] == 0.6
     greedy = invoke("translate", "--length-penalty", "50", *sentences)
     assert greedy.stdout == invoke("translate", *sentences).stdout
@@ -330,3 +341,10 @@ def test_ensemble_refuses_a_run_with_another_tokenizer(trained, workdir, tmp_pat
     one_line_error(result, 2, f"--ensemble {other}: its tokenizer differs", "share one tokenizer")
     missing = invoke("eval", "--ensemble", str(tmp_path / "nowhere"))
     one_line_error(missing, 2, "nowhere")
+
+
+def test_eval_of_empty_files_is_a_one_line_error(trained, workdir):
+    empty = workdir / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    result = invoke("eval", "--src", str(empty), "--ref", str(empty))
+    one_line_error(result, 2, str(empty), "no sentences")

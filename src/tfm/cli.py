@@ -199,7 +199,7 @@ def evaluate(
             typer.echo(json.dumps(scores, ensure_ascii=False))
         else:
             for key, value in scores.items():
-                typer.echo(f"{key:<16} {value}")
+                typer.echo(f"{key:<16} {'n/a' if value is None else value}")
         return 0
 
     _guard(body)

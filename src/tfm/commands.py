@@ -90,6 +90,8 @@ def evaluate_run(
                 f"{src} has {len(src_text)} lines but {ref} has {len(ref_text)}; "
                 "they must be aligned line by line"
             )
+        if not src_text:
+            raise DataError(f"{src}: no sentences to score (the file is empty)")
         report = LoadReport(
             split="files", origin=f"{src}, {ref}", read=len(src_text), kept=len(src_text)
         )

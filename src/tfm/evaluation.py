@@ -177,7 +177,9 @@ def teacher_forced_loss(model: Model, split: EncodedSplit, settings: DecodeSetti
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
-    """sacreBLEU on detokenized cased text (with signature), lowercased BLEU, chrF, exact match."""
+    """sacreBLEU on detokenized cased text (with signature), lowercased BLEU, chrF, exact match,
+    and the lengths behind BLEU's brevity penalty: hypothesis and reference tokens (sacreBLEU's
+    tokenizer), their ratio (null when the references are empty) and the penalty itself."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     hyps, refs = list(hypotheses), [list(references)]
@@ -194,6 +196,10 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
         "chrf": round(chrf.score, 2),
         "exact_match": round(same / max(len(hyps), 1), 4),
         "sentences": len(hyps),
+        "hyp_len": cased.sys_len,
+        "ref_len": cased.ref_len,
+        "length_ratio": round(cased.sys_len / cased.ref_len, 4) if cased.ref_len else None,
+        "brevity_penalty": round(cased.bp, 4),
     }
 
 
