@@ -68,6 +68,11 @@ def test_train_prints_the_run_dir_and_leaves_everything_needed(trained, workdir)
     done = re.search(r"done: 200 steps .*; peak memory (\d+) MiB", trained.stderr)
     assert done and int(done.group(1)) >= peaks[-1]
     assert all({"val_bleu", "val_chrf"} <= e.keys() for e in val_events)
+    # The brevity the validation BLEU pays for, in the log and in metrics.jsonl alike.
+    ratios = [e["val_length_ratio"] for e in val_events]
+    assert all(0 < r < 5 for r in ratios), ratios
+    logged = re.findall(r"step (\d+) validation: .*, length ratio ([\d.]+)", trained.stderr)
+    assert [(int(step), float(r)) for step, r in logged] == [(100, ratios[0]), (200, ratios[1])]
     assert train_events[-1]["train_loss"] < train_events[0]["train_loss"] - 1.0
 
 

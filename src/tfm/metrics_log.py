@@ -1,7 +1,8 @@
 """Reading a run's `metrics.jsonl`: one JSON object per line, each with "step".
 
 Training events carry `train_loss`, `lr` and `tokens_per_s`; validation events `val_loss`,
-`val_ppl`, `val_bleu` and `val_chrf` (see `tfm.training`). The file may be read while training
+`val_ppl`, `val_bleu`, `val_bleu_lowercase`, `val_chrf` and `val_length_ratio` (hypothesis /
+reference tokens, as `tfm eval` reports it; see `tfm.training`). The file may be read while training
 appends to it, so a line that does not parse (a torn last line) is skipped with a warning rather
 than failing the reader: plots and diagnostics must never stop a run.
 """

@@ -130,11 +130,13 @@ class Session:
             "val_bleu": scores["bleu"],
             "val_bleu_lowercase": scores["bleu_lowercase"],
             "val_chrf": scores["chrf"],
+            "val_length_ratio": scores["length_ratio"],  # hypothesis / reference tokens
         }
         self.write_metrics(event)
         log.info(
-            "step %d validation: loss %.3f, ppl %.2f, BLEU %.2f, chrF %.2f",
+            "step %d validation: loss %.3f, ppl %.2f, BLEU %.2f, chrF %.2f, length ratio %s",
             p.step, event["val_loss"], event["val_ppl"], event["val_bleu"], event["val_chrf"],
+            event["val_length_ratio"],
         )  # fmt: skip
         for i in range(min(t.validation_samples, len(hypotheses))):
             split = self.validation_split
