@@ -198,7 +198,7 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
         "sentences": len(hyps),
         "hyp_len": cased.sys_len,
         "ref_len": cased.ref_len,
-        "length_ratio": round(cased.sys_len / cased.ref_len, 4) if cased.ref_len else None,
+        "length_ratio": round(cased.ratio, 4) if cased.ref_len else None,  # sacreBLEU says 0
         "brevity_penalty": round(cased.bp, 4),
     }
 
