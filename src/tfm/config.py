@@ -93,6 +93,7 @@ class TokenizerConfig(StrictModel):
     vocab_size: int = Field(8000, ge=64)
     min_frequency: int = Field(2, ge=1)
     joint: bool = True  # one vocabulary for source and target (allows shared embeddings)
+    bpe_dropout: float = Field(0.0, ge=0.0, lt=1.0)  # training only; data/bpe_dropout.py
 
 
 class ModelConfig(StrictModel):

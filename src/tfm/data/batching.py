@@ -88,6 +88,7 @@ class TokenBatchSampler:
         max_tokens: int,
         seed: int,
         shuffle: bool = True,
+        quiet: bool = False,
     ) -> None:
         if len(src_lengths) != len(tgt_lengths):
             raise ValueError(
@@ -99,7 +100,8 @@ class TokenBatchSampler:
         self._order = sorted(range(len(widths)), key=lambda i: (widths[i], src_lengths[i]))
         self._groups = _runs([(widths[i], src_lengths[i]) for i in self._order])
         self._bounds = _cut([widths[i] for i in self._order], max_tokens)
-        _warn_oversized(widths, max_tokens)
+        if not quiet:  # BPE-dropout builds one sampler an epoch; the plain one has warned
+            _warn_oversized(widths, max_tokens)
 
     def __len__(self) -> int:
         """Batches per epoch (the same for every epoch)."""

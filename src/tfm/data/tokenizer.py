@@ -144,6 +144,11 @@ class Tokenizer:
     def tgt_vocab_size(self) -> int:
         return self._tgt.get_vocab_size()
 
+    @property
+    def bpe_models(self) -> tuple[HfTokenizer, HfTokenizer]:
+        """The source and target `tokenizers` objects (the same one when joint), for BPE-dropout."""
+        return self._src, self._tgt
+
     # --- text <-> ids -------------------------------------------------------------------------
 
     def encode_src(self, texts: Sequence[str]) -> list[list[int]]:

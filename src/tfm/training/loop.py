@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from tfm.config import Config, TrainConfig
 from tfm.data.batching import Batch, collate
+from tfm.data.bpe_dropout import EpochData
 from tfm.data.tokenizer import PAD_ID
 from tfm.device import peak_memory_mib
 from tfm.errors import TrainingError
@@ -97,8 +98,9 @@ def _planned_steps(session: Session, parallel: DataParallel) -> int | None:
     t = session.config.train
     per_step = t.accumulate * parallel.replicas.world_size
     by_epochs = None
-    if t.max_epochs is not None:
-        by_epochs = t.max_epochs * (len(session.sampler) // per_step)
+    if t.max_epochs is not None:  # with BPE-dropout, from the batches of the epoch it starts in
+        per_epoch = len(session.epoch_data(session.progress.epoch).batches)
+        by_epochs = t.max_epochs * (per_epoch // per_step)
     budgets = [n for n in (t.max_steps, by_epochs) if n is not None]
     return min(budgets) if budgets else None
 
@@ -112,12 +114,12 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
         return spent
     window_tokens, window_start, window_loss, window_steps = 0, time.monotonic(), 0.0, 0
     while t.max_epochs is None or p.epoch < t.max_epochs:
-        batches = session.sampler.epoch(p.epoch)
-        while p.position < len(batches):
-            group, consumed = parallel.shard(batches, p.position)
+        data = session.epoch_data(p.epoch)
+        while p.position < len(data.batches):
+            group, consumed = parallel.shard(data.batches, p.position)
             if not group:
                 break
-            loss, n_tokens = _optimizer_step(session, parallel, group)
+            loss, n_tokens = _optimizer_step(session, parallel, data, group)
             p.position += consumed
             p.elapsed_s = time.monotonic() - started
             if loss is not None:
@@ -196,7 +198,7 @@ def _after_step(session: Session, parallel: DataParallel, started: float) -> str
 
 
 def _optimizer_step(
-    session: Session, parallel: DataParallel, group: list[list[int]]
+    session: Session, parallel: DataParallel, data: EpochData, group: list[list[int]]
 ) -> tuple[float | None, int]:
     """One update from `group` (accumulated batches); the loss is normalised by all its tokens,
     on all processes under torchrun, and the loss returned and tokens counted are the step's.
@@ -210,8 +212,7 @@ def _optimizer_step(
     lr = learning_rate(p.step, peak=peak_learning_rate(cfg), warmup_steps=cfg.train.warmup_steps)
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
-    split = session.train_split
-    batches = [collate([split.src[i] for i in b], [split.tgt[i] for i in b]) for b in group]
+    batches = [collate([data.src[i] for i in b], [data.tgt[i] for i in b]) for b in group]
     n_tokens = parallel.sum(sum(b.n_tgt_tokens for b in batches))
     parallel.module.train()
     optimizer.zero_grad(set_to_none=True)

@@ -17,6 +17,7 @@ from tfm.checkpoint import atomic_write_text
 from tfm.checkpoint_store import CheckpointStore, LoadedCheckpoint
 from tfm.config import Config, to_yaml
 from tfm.data.batching import TokenBatchSampler
+from tfm.data.bpe_dropout import DropoutEpochs, EpochData
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
@@ -77,6 +78,14 @@ class Session:
     validated_step: int = -1
     resumed_from: Path | None = None
     warned_at: dict[str, int] = field(default_factory=dict)  # finding kind -> step of its advice
+    bpe_dropout: DropoutEpochs | None = None  # tokenizer.bpe_dropout > 0: new segments an epoch
+
+    def epoch_data(self, epoch: int) -> EpochData:
+        """Epoch `epoch`'s training ids and batches: the split as encoded, or re-segmented."""
+        if self.bpe_dropout is not None:
+            return self.bpe_dropout.epoch(epoch)
+        split = self.train_split
+        return EpochData(src=split.src, tgt=split.tgt, batches=self.sampler.epoch(epoch))
 
     def autocast(self):
         return autocast(self.device, self.dtype)
@@ -234,6 +243,15 @@ def open_session(
         data_fingerprint=_fingerprint(train_split),
         world_size=world_size,
     )
+    if config.tokenizer.bpe_dropout > 0:
+        session.bpe_dropout = DropoutEpochs(
+            train_split,
+            tokenizer,
+            p=config.tokenizer.bpe_dropout,
+            seed=config.train.seed,
+            max_tokens=config.train.max_tokens,
+            max_length=config.data.max_length,
+        )
     if checkpoint:
         _restore(session, checkpoint)
     if writer:
