@@ -94,6 +94,7 @@ class TokenizerConfig(StrictModel):
     min_frequency: int = Field(2, ge=1)
     joint: bool = True  # one vocabulary for source and target (allows shared embeddings)
     bpe_dropout: float = Field(0.0, ge=0.0, lt=1.0)  # training only; data/bpe_dropout.py
+    bpe_dropout_sides: Literal["both", "source", "target"] = "both"  # which text it re-segments
 
 
 class ModelConfig(StrictModel):

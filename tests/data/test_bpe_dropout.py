@@ -190,3 +190,21 @@ def test_an_epoch_is_every_pair_once_in_its_dropout_batches(tmp_path):
     result = train(tiny_config(tmp_path / "run", "train.max_epochs=1"), progress_bar=False)
     assert (result.steps, result.stopped_because) == (n_batches, "max_epochs")
     assert n_batches > len(probe.sampler)  # not the plain segmentation's batch count
+
+
+@pytest.mark.parametrize("sides", ["source", "target"])
+def test_one_side_only_leaves_the_other_plain(toy_split, sides):
+    split, tokenizer = toy_split
+    data = DropoutEpochs(split, tokenizer, p=0.2, seed=7, max_tokens=1000, sides=sides).epoch(0)
+    changed, kept = (data.src, data.tgt) if sides == "source" else (data.tgt, data.src)
+    plain_changed, plain_kept = (
+        (split.src, split.tgt) if sides == "source" else (split.tgt, split.src)
+    )
+    assert kept == plain_kept
+    assert changed != plain_changed
+    assert tokenizer.decode_src(changed) == tokenizer.decode_src(plain_changed)
+
+
+def test_config_refuses_an_unknown_side():
+    with pytest.raises(ConfigError, match=r"tokenizer\.bpe_dropout_sides"):
+        load_config(None, ["tokenizer.bpe_dropout_sides=decoder"])

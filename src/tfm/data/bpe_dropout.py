@@ -118,24 +118,31 @@ class DropoutEpochs:
         seed: int,
         max_tokens: int,
         max_length: int | None = None,
+        sides: str = "both",
     ) -> None:
         if not 0.0 < p < 1.0:
             raise ValueError(f"BPE-dropout p={p} is not in (0, 1)")
+        if sides not in ("both", "source", "target"):
+            raise ValueError(f"sides={sides!r} is not one of both, source, target")
         self.split, self.p, self.seed, self.max_tokens = split, p, seed, max_tokens
-        self.max_length = max_length
+        self.max_length, self.sides = max_length, sides
         src_model, tgt_model = tokenizer.bpe_models
         self._src = DropoutSegmenter(src_model)
         self._tgt = self._src if tgt_model is src_model else DropoutSegmenter(tgt_model)
-        self._src_words = self._src.words(split.src_text)
-        self._tgt_words = self._tgt.words(split.tgt_text)
+        # None: that side keeps its plain segmentation
+        self._src_words = self._src.words(split.src_text) if sides != "target" else None
+        self._tgt_words = self._tgt.words(split.tgt_text) if sides != "source" else None
         self._last: tuple[int, EpochData] | None = None
 
     def epoch(self, epoch: int) -> EpochData:
         if self._last is not None and self._last[0] == epoch:
             return self._last[1]
         rng = random.Random(f"tfm-bpe-dropout:{self.seed}:{epoch}")
-        src = [[*ids, EOS_ID] for ids in self._src.encode(self._src_words, self.p, rng)]
-        tgt = [[BOS_ID, *ids, EOS_ID] for ids in self._tgt.encode(self._tgt_words, self.p, rng)]
+        src, tgt = list(self.split.src), list(self.split.tgt)
+        if self._src_words is not None:
+            src = [[*ids, EOS_ID] for ids in self._src.encode(self._src_words, self.p, rng)]
+        if self._tgt_words is not None:
+            tgt = [[BOS_ID, *ids, EOS_ID] for ids in self._tgt.encode(self._tgt_words, self.p, rng)]
         longest = self.max_length if self.max_length is not None else self.max_tokens
         for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
             # max_length counts subwords without framing; max_tokens, framed widths
@@ -154,7 +161,8 @@ class DropoutEpochs:
             plain = sum(map(len, self.split.src)) + sum(map(len, self.split.tgt))
             dropped = sum(map(len, src)) + sum(map(len, tgt))
             log.info(
-                "BPE-dropout %.2g: epoch %d has %d tokens, %+.1f%% over plain BPE, in %d batches",
-                self.p, epoch, dropped, 100 * (dropped / plain - 1), len(data.batches),
+                "BPE-dropout %.2g (%s): epoch %d has %d tokens, %+.1f%% over plain BPE, in %d "
+                "batches", self.p, self.sides, epoch, dropped, 100 * (dropped / plain - 1),
+                len(data.batches),
             )  # fmt: skip
         return data

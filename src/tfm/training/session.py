@@ -251,6 +251,7 @@ def open_session(
             seed=config.train.seed,
             max_tokens=config.train.max_tokens,
             max_length=config.data.max_length,
+            sides=config.tokenizer.bpe_dropout_sides,
         )
     if checkpoint:
         _restore(session, checkpoint)
