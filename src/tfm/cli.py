@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Callable
@@ -126,9 +127,12 @@ def train(
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         if result.interrupted_by:
+            # With --set or --device, the run's own resolved config holds them (run_dir too).
+            resume_config = Path(cfg.run_dir) / "config.yaml" if sets else config
             log.info(
                 "interrupted by %s at step %d; checkpoint written. Resume with:\n"
-                "  tfm train --config %s --resume", result.interrupted_by, result.steps, config,
+                "  tfm train --config %s --resume", result.interrupted_by, result.steps,
+                shlex.quote(str(resume_config)),
             )  # fmt: skip
             return 143 if result.interrupted_by == "SIGTERM" else 130
         metric = cfg.train.early_stopping_metric

@@ -84,6 +84,25 @@ def test_signal_checkpoints_and_resume_matches_uninterrupted(tmp_path, straight,
     assert losses(run) == straight
 
 
+def test_the_printed_resume_command_keeps_set_overrides(tmp_path, straight):
+    config = write_config(tmp_path, tmp_path / "unused")  # run_dir and a budget come from --set
+    run = tmp_path / "elsewhere"
+    sets = ["--set", f"run_dir={run}", "--set", f"train.max_steps={N_STEPS}"]
+    proc = tfm("train", "--config", str(config), *sets, "--no-progress")
+    wait_for_step(run, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    command = err.split("Resume with:\n", 1)[1].splitlines()[0].split()
+    assert command == ["tfm", "train", "--config", str(run / "config.yaml"), "--resume"]
+    proc = tfm(*command[1:], "--no-progress")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert out.strip() == str(run)
+    assert losses(run) == straight
+    assert not (tmp_path / "unused").exists()
+
+
 def test_signal_during_validation_stops_after_it(tmp_path):
     run = tmp_path / "run"
     config = write_config(tmp_path, run, validate_every=1)
