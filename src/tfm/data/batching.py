@@ -73,6 +73,16 @@ def collate(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], pad_id: 
     )
 
 
+@dataclass
+class EpochData:
+    """One epoch's training data: framed ids per pair, and the batches (lists of pair indices)
+    in training order."""
+
+    src: list[list[int]]
+    tgt: list[list[int]]
+    batches: list[list[int]]
+
+
 class TokenBatchSampler:
     """Training batches (lists of example indices) under a padded-token budget.
 

@@ -25,11 +25,10 @@ import json
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from tokenizers import Tokenizer as HfTokenizer
 
-from tfm.data.batching import TokenBatchSampler
+from tfm.data.batching import EpochData, TokenBatchSampler
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 
@@ -88,16 +87,6 @@ class DropoutSegmenter:
                 break  # no merge left, or every one was skipped this step
             pieces[at : at + 2] = [pieces[at] + pieces[at + 1]]
         return pieces
-
-
-@dataclass
-class EpochData:
-    """One epoch's training data: framed ids per pair, and the batches (lists of pair indices)
-    in training order."""
-
-    src: list[list[int]]
-    tgt: list[list[int]]
-    batches: list[list[int]]
 
 
 class DropoutEpochs:

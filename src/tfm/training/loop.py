@@ -17,8 +17,7 @@ import torch
 from tqdm import tqdm
 
 from tfm.config import Config, TrainConfig
-from tfm.data.batching import Batch, collate
-from tfm.data.bpe_dropout import EpochData
+from tfm.data.batching import Batch, EpochData, collate
 from tfm.data.tokenizer import PAD_ID
 from tfm.device import peak_memory_mib
 from tfm.errors import TrainingError

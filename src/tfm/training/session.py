@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from tfm.checkpoint import atomic_write_text
 from tfm.checkpoint_store import CheckpointStore, LoadedCheckpoint
 from tfm.config import Config, to_yaml
-from tfm.data.batching import TokenBatchSampler
-from tfm.data.bpe_dropout import DropoutEpochs, EpochData
+from tfm.data.batching import EpochData, TokenBatchSampler
+from tfm.data.bpe_dropout import DropoutEpochs
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
