@@ -9,13 +9,13 @@ import torch
 from test_tokenizer import DE, EN
 
 from tfm.config import load_config
-from tfm.data.batching import TokenBatchSampler
+from tfm.data.batching import TokenBatchSampler, collate
 from tfm.data.bpe_dropout import DropoutEpochs, DropoutSegmenter
 from tfm.data.pipeline import prepare_splits
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, train_tokenizer
 from tfm.data.toy import generate
 from tfm.errors import ConfigError
-from tfm.training import train
+from tfm.training import loop, train
 from tfm.training.session import open_session
 
 
@@ -184,12 +184,22 @@ def test_config_refuses_p_of_one():
         load_config(None, ["tokenizer.bpe_dropout=1"])
 
 
-def test_an_epoch_is_every_pair_once_in_its_dropout_batches(tmp_path):
+def test_an_epoch_trains_on_its_dropout_segmentation_once(tmp_path, monkeypatch):
     probe = open_session(tiny_config(tmp_path / "probe"), resume=False, overwrite=False)
-    n_batches = len(probe.epoch_data(0).batches)
+    epoch = probe.epoch_data(0)
+    seen = []  # every (source, target) pair the loop batched
+
+    def recording_collate(src, tgt, *args, **kwargs):
+        seen.extend(zip(map(tuple, src), map(tuple, tgt), strict=True))
+        return collate(src, tgt, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "collate", recording_collate)
     result = train(tiny_config(tmp_path / "run", "train.max_epochs=1"), progress_bar=False)
-    assert (result.steps, result.stopped_because) == (n_batches, "max_epochs")
-    assert n_batches > len(probe.sampler)  # not the plain segmentation's batch count
+    assert (result.steps, result.stopped_because) == (len(epoch.batches), "max_epochs")
+    assert len(epoch.batches) > len(probe.sampler)  # not the plain segmentation's batch count
+    assert sorted(seen) == sorted(zip(map(tuple, epoch.src), map(tuple, epoch.tgt), strict=True))
+    plain = zip(map(tuple, probe.train_split.src), map(tuple, probe.train_split.tgt), strict=True)
+    assert sorted(seen) != sorted(plain)
 
 
 @pytest.mark.parametrize("sides", ["source", "target"])

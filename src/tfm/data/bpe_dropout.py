@@ -133,10 +133,11 @@ class DropoutEpochs:
             src = [[*ids, EOS_ID] for ids in self._src.encode(self._src_words, self.p, rng)]
         if self._tgt_words is not None:
             tgt = [[BOS_ID, *ids, EOS_ID] for ids in self._tgt.encode(self._tgt_words, self.p, rng)]
-        longest = self.max_length if self.max_length is not None else self.max_tokens
         for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
-            # max_length counts subwords without framing; max_tokens, framed widths
-            if max(len(s) - 1, len(t) - 2) > longest or max(len(s), len(t)) > self.max_tokens:
+            # max_length counts subwords without framing (src + EOS, BOS + tgt + EOS); max_tokens,
+            # framed widths
+            too_long = self.max_length is not None and max(len(s) - 1, len(t) - 2) > self.max_length
+            if too_long or max(len(s), len(t)) > self.max_tokens:
                 src[i], tgt[i] = self.split.src[i], self.split.tgt[i]
         sampler = TokenBatchSampler(
             [len(s) for s in src],
@@ -147,10 +148,12 @@ class DropoutEpochs:
         )
         data = EpochData(src=src, tgt=tgt, batches=sampler.epoch(epoch))
         self._last = (epoch, data)
-        if epoch == 0 or log.isEnabledFor(logging.DEBUG):
+        level = logging.INFO if epoch == 0 else logging.DEBUG  # once per run is enough to read
+        if log.isEnabledFor(level):
             plain = sum(map(len, self.split.src)) + sum(map(len, self.split.tgt))
             dropped = sum(map(len, src)) + sum(map(len, tgt))
-            log.info(
+            log.log(
+                level,
                 "BPE-dropout %.2g (%s): epoch %d has %d tokens, %+.1f%% over plain BPE, in %d "
                 "batches", self.p, self.sides, epoch, dropped, 100 * (dropped / plain - 1),
                 len(data.batches),
