@@ -134,6 +134,7 @@ class TrainConfig(StrictModel):
     weight_decay: float = Field(0.0, ge=0)
     label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
     rdrop_alpha: float = Field(0.0, ge=0.0)  # R-Drop weight α; 0: off (loss.rdrop_loss_sum)
+    bidirectional_epochs: int = Field(0, ge=0)  # first N epochs also reversed (data/bidirectional)
     clip_norm: float | None = Field(1.0, gt=0)
     validate_every: int = Field(1000, ge=1)  # steps
     checkpoint_every: int | None = Field(None, ge=1)  # steps; extra checkpoints for averaging
@@ -169,6 +170,11 @@ class Config(StrictModel):
     def _consistent(self) -> Config:
         if self.model.share_embeddings and not self.tokenizer.joint:
             raise ValueError("model.share_embeddings needs tokenizer.joint: true")
+        if self.train.bidirectional_epochs and not self.tokenizer.joint:
+            raise ValueError(
+                "train.bidirectional_epochs needs tokenizer.joint: true (a reversed pair feeds "
+                "target ids to the encoder)"
+            )
         if self.data.src_lang == self.data.tgt_lang:
             raise ValueError(f"data.src_lang and data.tgt_lang are both '{self.data.src_lang}'")
         return self

@@ -17,6 +17,7 @@ from tfm.checkpoint import atomic_write_text
 from tfm.checkpoint_store import CheckpointStore, LoadedCheckpoint
 from tfm.config import Config, to_yaml
 from tfm.data.batching import EpochData, TokenBatchSampler
+from tfm.data.bidirectional import both_directions
 from tfm.data.bpe_dropout import DropoutEpochs
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.tokenizer import PAD_ID, Tokenizer
@@ -79,13 +80,23 @@ class Session:
     resumed_from: Path | None = None
     warned_at: dict[str, int] = field(default_factory=dict)  # finding kind -> step of its advice
     bpe_dropout: DropoutEpochs | None = None  # tokenizer.bpe_dropout > 0: new segments an epoch
+    _both: tuple[int, EpochData] | None = field(default=None, repr=False)  # the last BiT epoch
 
     def epoch_data(self, epoch: int) -> EpochData:
-        """Epoch `epoch`'s training ids and batches: the split as encoded, or re-segmented."""
+        """Epoch `epoch`'s training ids and batches: the split as encoded, or re-segmented, and
+        in the first `train.bidirectional_epochs` epochs each pair reversed as well."""
         if self.bpe_dropout is not None:
-            return self.bpe_dropout.epoch(epoch)
-        split = self.train_split
-        return EpochData(src=split.src, tgt=split.tgt, batches=self.sampler.epoch(epoch))
+            data = self.bpe_dropout.epoch(epoch)
+        else:
+            split = self.train_split
+            data = EpochData(src=split.src, tgt=split.tgt, batches=self.sampler.epoch(epoch))
+        t = self.config.train
+        if epoch >= t.bidirectional_epochs:
+            return data
+        if self._both is None or self._both[0] != epoch:
+            both = both_directions(data, seed=t.seed, epoch=epoch, max_tokens=t.max_tokens)
+            self._both = (epoch, both)
+        return self._both[1]
 
     def autocast(self):
         return autocast(self.device, self.dtype)

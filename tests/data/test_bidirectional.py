@@ -1,0 +1,127 @@
+"""Bidirectional training (`train.bidirectional_epochs`): the early epochs train on every pair and
+its reverse, later ones on the pairs alone; batches, the progress total and resume stay exact."""
+
+import json
+
+import pytest
+import torch
+
+from tfm.config import load_config
+from tfm.data.batching import collate
+from tfm.data.bidirectional import both_directions
+from tfm.data.tokenizer import BOS_ID, EOS_ID
+from tfm.errors import ConfigError
+from tfm.training import loop, train
+from tfm.training.session import open_session as open_new_session
+
+
+def session_for(config, resume=False):
+    return open_new_session(config, resume=resume, overwrite=False)
+
+
+def pairs(data) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    return sorted(zip(map(tuple, data.src), map(tuple, data.tgt), strict=True))
+
+
+def reversed_pairs(split) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each pair as target → source, framed as training frames a pair."""
+    return sorted((tuple(t[1:]), (BOS_ID, *s)) for s, t in zip(split.src, split.tgt, strict=True))
+
+
+def test_an_epoch_holds_every_pair_and_its_reverse_once(tmp_path, tiny_config):
+    session = session_for(tiny_config(tmp_path / "run", bidirectional_epochs=2), resume=False)
+    split, tokenizer = session.train_split, session.tokenizer
+    data = session.epoch_data(0)
+    n = len(split)
+    assert data.src[:n] == split.src and data.tgt[:n] == split.tgt
+    # the reverse's source is the German text, its target the English, framed as usual
+    assert tokenizer.decode_src(data.src[n:]) == tokenizer.decode_tgt(split.tgt)
+    assert tokenizer.decode_tgt(data.tgt[n:]) == tokenizer.decode_src(split.src)
+    assert all(s[-1] == EOS_ID and s[0] != BOS_ID for s in data.src)
+    assert all(t[0] == BOS_ID and t[-1] == EOS_ID for t in data.tgt)
+    assert sorted(i for batch in data.batches for i in batch) == list(range(2 * n))
+    for batch in data.batches:
+        width = max(max(len(data.src[i]), len(data.tgt[i])) for i in batch)
+        assert len(batch) * width <= 800 or len(batch) == 1
+    assert len(data.batches) > len(session.sampler)
+
+
+def test_later_epochs_are_the_pairs_alone_and_epochs_are_seeded(tmp_path, tiny_config):
+    session = session_for(tiny_config(tmp_path / "run", bidirectional_epochs=2), resume=False)
+    again = session_for(tiny_config(tmp_path / "again", bidirectional_epochs=2), resume=False)
+    e0, e1, e2 = (session.epoch_data(e) for e in range(3))
+    assert e0.batches == again.epoch_data(0).batches
+    assert e0.batches != e1.batches and pairs(e0) == pairs(e1)  # same data, a new order
+    assert e2.src is session.train_split.src and e2.batches == session.sampler.epoch(2)
+
+
+def test_training_batches_both_directions_then_one(tmp_path, tiny_config, monkeypatch):
+    seen, totals = [], []
+
+    def recording_collate(src, tgt, *args, **kwargs):
+        seen.extend(zip(map(tuple, src), map(tuple, tgt), strict=True))
+        return collate(src, tgt, *args, **kwargs)
+
+    class RecordingBar(loop.tqdm):
+        def __init__(self, *args, total=None, **kwargs):
+            totals.append(total)
+            super().__init__(*args, total=total, **kwargs)
+
+    monkeypatch.setattr(loop, "collate", recording_collate)
+    monkeypatch.setattr(loop, "tqdm", RecordingBar)
+    config = tiny_config(tmp_path / "run", bidirectional_epochs=2, max_epochs=3)
+    result = train(config, progress_bar=False)
+    split = session_for(tiny_config(tmp_path / "probe"), resume=False).train_split
+    forward = pairs(split)
+    assert sorted(seen) == sorted(3 * forward + 2 * reversed_pairs(split))
+    assert result.stopped_because == "max_epochs"
+    assert totals == [result.steps]  # the progress bar's total counts the longer epochs
+
+
+def losses(run_dir) -> list[float]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [e["train_loss"] for e in map(json.loads, lines) if "train_loss" in e]
+
+
+def test_resume_inside_a_bidirectional_epoch_is_bit_identical(tmp_path, tiny_config):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=2), resume=False)
+    n_batches = len(probe.epoch_data(0).batches)
+    end = 2 * n_batches + 3  # into the first one-direction epoch
+    train(tiny_config(straight, bidirectional_epochs=2, max_steps=end), progress_bar=False)
+    train(tiny_config(resumed, bidirectional_epochs=2, max_steps=n_batches + 2),
+          progress_bar=False)  # fmt: skip
+    train(tiny_config(resumed, bidirectional_epochs=2, max_steps=end), resume=True,
+          progress_bar=False)  # fmt: skip
+    assert losses(resumed) == losses(straight)
+    a = torch.load(straight / "last.pt", weights_only=False)["model"]
+    b = torch.load(resumed / "last.pt", weights_only=False)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_with_bpe_dropout_the_reverse_uses_the_epochs_segmentation(tmp_path, tiny_config):
+    config = tiny_config(tmp_path / "run", bidirectional_epochs=1)
+    tokenizer = config.tokenizer.model_copy(update={"bpe_dropout": 0.3})
+    session = session_for(config.model_copy(update={"tokenizer": tokenizer}), resume=False)
+    data, segmented = session.epoch_data(0), session.bpe_dropout.epoch(0)
+    assert segmented.src != session.train_split.src  # dropout did change the segmentation
+    assert data.src == segmented.src + [t[1:] for t in segmented.tgt]
+    assert data.tgt == segmented.tgt + [[BOS_ID, *s] for s in segmented.src]
+
+
+def test_both_directions_is_a_pure_function_of_seed_and_epoch(tmp_path, tiny_config):
+    session = session_for(tiny_config(tmp_path / "run"), resume=False)
+    data = session.epoch_data(0)
+    a = both_directions(data, seed=1, epoch=4, max_tokens=800)
+    b = both_directions(data, seed=1, epoch=4, max_tokens=800)
+    assert a.batches == b.batches
+    assert both_directions(data, seed=2, epoch=4, max_tokens=800).batches != a.batches
+
+
+def test_config_refuses_separate_vocabularies():
+    with pytest.raises(ConfigError, match=r"train\.bidirectional_epochs needs tokenizer\.joint"):
+        load_config(
+            None,
+            ["train.bidirectional_epochs=3", "tokenizer.joint=false",
+             "model.share_embeddings=false"],
+        )  # fmt: skip
