@@ -10,7 +10,7 @@ from tfm.config import load_config
 from tfm.data.batching import collate
 from tfm.data.bidirectional import both_directions
 from tfm.data.tokenizer import BOS_ID, EOS_ID
-from tfm.errors import ConfigError
+from tfm.errors import ConfigError, UsageError
 from tfm.training import loop, train
 from tfm.training.session import open_session as open_new_session
 
@@ -125,3 +125,14 @@ def test_config_refuses_separate_vocabularies():
             ["train.bidirectional_epochs=3", "tokenizer.joint=false",
              "model.share_embeddings=false"],
         )  # fmt: skip
+
+
+def test_resume_refuses_a_different_number_of_bidirectional_epochs(tmp_path, tiny_config):
+    run = tmp_path / "run"
+    train(tiny_config(run, bidirectional_epochs=2, max_steps=3), progress_bar=False)
+    with pytest.raises(UsageError, match=r"train\.bidirectional_epochs differ from the run's"):
+        train(tiny_config(run, bidirectional_epochs=1, max_steps=6), resume=True,
+              progress_bar=False)  # fmt: skip
+    result = train(tiny_config(run, bidirectional_epochs=2, max_steps=6), resume=True,
+                   progress_bar=False)  # fmt: skip
+    assert result.steps == 6

@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 # Keys that may differ between a run and its resumption; anything else in these sections may not.
 # train.accumulate may change (the data position counts batches); `_log_new_batching` says so.
-FIXED_TRAIN_KEYS = ("seed", "max_tokens")
+# bidirectional_epochs decides what an epoch's batches are, as the seed and max_tokens do.
+FIXED_TRAIN_KEYS = ("seed", "max_tokens", "bidirectional_epochs")
 SPLITS = ("train", "validation", "test")
 _SPLIT_CHANGE = {
     "train": ": resuming, as its content is the same",
