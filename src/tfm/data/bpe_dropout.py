@@ -122,11 +122,8 @@ class DropoutEpochs:
         # None: that side keeps its plain segmentation
         self._src_words = self._src.words(split.src_text) if sides != "target" else None
         self._tgt_words = self._tgt.words(split.tgt_text) if sides != "source" else None
-        self._last: tuple[int, EpochData] | None = None
 
     def epoch(self, epoch: int) -> EpochData:
-        if self._last is not None and self._last[0] == epoch:
-            return self._last[1]
         rng = random.Random(f"tfm-bpe-dropout:{self.seed}:{epoch}")
         src, tgt = list(self.split.src), list(self.split.tgt)
         if self._src_words is not None:
@@ -147,7 +144,6 @@ class DropoutEpochs:
             quiet=True,
         )
         data = EpochData(src=src, tgt=tgt, batches=sampler.epoch(epoch))
-        self._last = (epoch, data)
         level = logging.INFO if epoch == 0 else logging.DEBUG  # once per run is enough to read
         if log.isEnabledFor(level):
             plain = sum(map(len, self.split.src)) + sum(map(len, self.split.tgt))

@@ -100,12 +100,14 @@ def _planned_steps(session: Session, parallel: DataParallel) -> int | None:
     if t.max_epochs is not None:  # with BPE-dropout, from the batches of the epoch it starts in
         first, both = session.progress.epoch, min(t.bidirectional_epochs, t.max_epochs)
         by_epochs = 0
-        if both:  # bidirectional epochs have about twice the batches
-            per_epoch = len(session.epoch_data(min(first, both - 1)).batches)
-            by_epochs += both * (per_epoch // per_step)
         if both < t.max_epochs:
             per_epoch = len(session.epoch_data(max(first, both)).batches)
             by_epochs += (t.max_epochs - both) * (per_epoch // per_step)
+        # Bidirectional epochs have about twice the batches. Asked last: when training starts in
+        # one, it is the epoch the session keeps for the loop.
+        if both:
+            per_epoch = len(session.epoch_data(min(first, both - 1)).batches)
+            by_epochs += both * (per_epoch // per_step)
     budgets = [n for n in (t.max_steps, by_epochs) if n is not None]
     return min(budgets) if budgets else None
 

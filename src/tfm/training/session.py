@@ -81,23 +81,24 @@ class Session:
     resumed_from: Path | None = None
     warned_at: dict[str, int] = field(default_factory=dict)  # finding kind -> step of its advice
     bpe_dropout: DropoutEpochs | None = None  # tokenizer.bpe_dropout > 0: new segments an epoch
-    _both: tuple[int, EpochData] | None = field(default=None, repr=False)  # the last BiT epoch
+    _epoch: tuple[int, EpochData] | None = field(default=None, repr=False)  # the last one built
 
     def epoch_data(self, epoch: int) -> EpochData:
         """Epoch `epoch`'s training ids and batches: the split as encoded, or re-segmented, and
-        in the first `train.bidirectional_epochs` epochs each pair reversed as well."""
+        in the first `train.bidirectional_epochs` epochs each pair reversed as well. The last
+        epoch built is kept: the progress total and the loop both ask for the first one."""
+        if self._epoch is not None and self._epoch[0] == epoch:
+            return self._epoch[1]
+        t = self.config.train
         if self.bpe_dropout is not None:
             data = self.bpe_dropout.epoch(epoch)
         else:
             split = self.train_split
             data = EpochData(src=split.src, tgt=split.tgt, batches=self.sampler.epoch(epoch))
-        t = self.config.train
-        if epoch >= t.bidirectional_epochs:
-            return data
-        if self._both is None or self._both[0] != epoch:
-            both = both_directions(data, seed=t.seed, epoch=epoch, max_tokens=t.max_tokens)
-            self._both = (epoch, both)
-        return self._both[1]
+        if epoch < t.bidirectional_epochs:
+            data = both_directions(data, seed=t.seed, epoch=epoch, max_tokens=t.max_tokens)
+        self._epoch = (epoch, data)
+        return data
 
     def autocast(self):
         return autocast(self.device, self.dtype)
