@@ -53,6 +53,24 @@ EnsembleOption = Annotated[
         "token from the mean of the models' probabilities. The runs must share one tokenizer.",
     ),
 ]
+RerankWithOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--rerank-with",
+        help="A run trained in the reverse direction (target to source language) that reranks "
+        "the beam's hypotheses by how well each explains the source (repeatable: an ensemble). "
+        "The beam is at least 5 unless --beam-size says otherwise.",
+    ),
+]
+RerankWeightOption = Annotated[
+    float | None,
+    typer.Option(
+        "--rerank-weight",
+        min=0.0,
+        help="Weight of the reverse model's per-token log-probability against the beam's "
+        "score; 0 keeps the beam's order (default 1; choose it on the validation split).",
+    ),
+]
 DeviceOption = Annotated[
     str | None, typer.Option("--device", help="auto, cpu, cuda or mps (default: the config's).")
 ]
@@ -176,6 +194,8 @@ def evaluate(
     beam_size: BeamOption = None,
     length_penalty: LengthPenaltyOption = None,
     ensemble: EnsembleOption = None,
+    rerank_with: RerankWithOption = None,
+    rerank_weight: RerankWeightOption = None,
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss and exact match."""
     _setup_logging()
@@ -196,6 +216,8 @@ def evaluate(
             beam_size=beam_size,
             length_penalty=length_penalty,
             ensemble=ensemble or [],
+            rerank_with=rerank_with or [],
+            rerank_weight=rerank_weight,
         )
         if output is not None:
             output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -218,14 +240,16 @@ def translate(
     beam_size: BeamOption = None,
     length_penalty: LengthPenaltyOption = None,
     ensemble: EnsembleOption = None,
+    rerank_with: RerankWithOption = None,
+    rerank_weight: RerankWeightOption = None,
     n_best: Annotated[
         int | None,
         typer.Option(
             "--n-best",
             min=1,
             help="Print the N best beam hypotheses of each sentence, best first: line number "
-            "(from 1), score (length-normalised log-probability) and translation, separated "
-            "by tabs; the beam is at least N.",
+            "(from 1), score (length-normalised log-probability; with --rerank-with, the "
+            "reranking score) and translation, separated by tabs; the beam is at least N.",
         ),
     ] = None,
 ) -> None:
@@ -250,6 +274,7 @@ def translate(
             raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
         decoding = {"device": device, "beam_size": beam_size, "length_penalty": length_penalty}
         decoding["ensemble"] = ensemble or []
+        decoding.update(rerank_with=rerank_with or [], rerank_weight=rerank_weight)
         if n_best is not None:
             found = translate_lines_nbest(run, lines, n_best, **decoding)
             for number, hypotheses in enumerate(found, start=1):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import sacrebleu
@@ -176,6 +176,37 @@ def teacher_forced_loss(model: Model, split: EncodedSplit, settings: DecodeSetti
     return total / max(count, 1)
 
 
+@torch.inference_mode()
+def sequence_log_probs(
+    model: Model,
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    settings: DecodeSettings,
+) -> list[float]:
+    """log p(target | source) of each framed pair (src = ids + EOS, tgt = BOS + ids + EOS): the
+    sum over the target's tokens, EOS included, in input order. Pairs longer than the positional
+    table are cut to fit it, as in `teacher_forced_loss`."""
+    model.eval()
+    limit = model.max_len
+    src = [s if len(s) <= limit else [*s[: limit - 1], EOS_ID] for s in sources]
+    tgt = [t if len(t) <= limit + 1 else [*t[:limit], EOS_ID] for t in targets]
+    lengths = [max(len(s), len(t)) for s, t in zip(src, tgt, strict=True)]
+    result = [0.0] * len(src)
+    for indices in inference_batches(lengths, max_tokens=settings.max_tokens):
+        batch = collate([src[i] for i in indices], [tgt[i] for i in indices])
+        batch = batch.to(settings.device)
+        real = batch.tgt_out != PAD_ID  # (B, T)
+        with autocast(settings.device, settings.dtype):
+            logits = model(batch.src, batch.tgt_in, keep=real)  # (N, V), real positions in order
+        log_probs = logits.float().log_softmax(dim=-1)
+        picked = log_probs.gather(1, batch.tgt_out[real].unsqueeze(1)).squeeze(1)  # (N,)
+        rows = real.nonzero()[:, 0]  # the sentence of each real position
+        sums = torch.zeros(len(indices), device=picked.device).index_add_(0, rows, picked)
+        for i, value in zip(indices, sums.tolist(), strict=True):
+            result[i] = value
+    return result
+
+
 def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
     """sacreBLEU on detokenized cased text (with signature), lowercased BLEU, chrF, exact match,
     and the lengths behind BLEU's brevity penalty: hypothesis and reference tokens (sacreBLEU's
@@ -203,13 +234,28 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     }
 
 
+Rerank = Callable[[Sequence[str], list[list[tuple[str, float]]]], list[list[tuple[str, float]]]]
+
+
 def evaluate_split(
-    model: Model, tokenizer: Tokenizer, split: EncodedSplit, settings: DecodeSettings
+    model: Model,
+    tokenizer: Tokenizer,
+    split: EncodedSplit,
+    settings: DecodeSettings,
+    *,
+    rerank: Rerank | None = None,
 ) -> tuple[dict, list[str]]:
-    """Loss, perplexity and translation scores of a split; also returns the hypotheses."""
+    """Loss, perplexity and translation scores of a split; also returns the hypotheses. With
+    `rerank` (sources, n-best lists -> re-sorted lists; `tfm.reranking`), each hypothesis is the
+    best of the whole beam after reranking."""
     loss = teacher_forced_loss(model, split, settings)
-    out_ids = translate_ids(model, split.src, settings)
-    hypotheses = tokenizer.decode_tgt(out_ids)
+    if rerank is None:
+        hypotheses = tokenizer.decode_tgt(translate_ids(model, split.src, settings))
+    else:
+        found = translate_nbest_ids(model, split.src, settings, settings.beam_size)
+        texts = iter(tokenizer.decode_tgt([h.tokens for beam in found for h in beam]))
+        nbest = [[(next(texts), h.score) for h in beam] for beam in found]
+        hypotheses = [ranked[0][0] for ranked in rerank(split.src_text, nbest)]
     scores = score_translations(hypotheses, split.tgt_text)
     scores["loss"] = round(loss, 4)
     scores["perplexity"] = round(math.exp(min(loss, 50.0)), 3)
