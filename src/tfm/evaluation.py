@@ -20,12 +20,13 @@ from tfm.data.batching import collate, inference_batches, pad
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from tfm.device import autocast
-from tfm.loss import token_loss_sum
 from tfm.transformer import Ensemble, Hypothesis, Transformer, beam_search, greedy_decode
 
 log = logging.getLogger(__name__)
 
 Model = Transformer | Ensemble  # one trained model, or several decoding as one
+# sources, their n-best lists of (text, score) -> the lists re-sorted (tfm.reranking)
+Rerank = Callable[[Sequence[str], list[list[tuple[str, float]]]], list[list[tuple[str, float]]]]
 
 
 @dataclass(frozen=True)
@@ -155,25 +156,11 @@ def _framed_nonblank(
     return todo, [ids + [EOS_ID] for ids in encoded]
 
 
-@torch.inference_mode()
 def teacher_forced_loss(model: Model, split: EncodedSplit, settings: DecodeSettings) -> float:
     """Mean negative log-likelihood per real target token (no label smoothing)."""
-    model.eval()
-    total, count = 0.0, 0
-    limit = model.max_len  # longer pairs are cut to fit the positional table
-    src = [s if len(s) <= limit else [*s[: limit - 1], EOS_ID] for s in split.src]
-    tgt = [t if len(t) <= limit + 1 else [*t[:limit], EOS_ID] for t in split.tgt]
-    lengths = [max(len(s), len(t)) for s, t in zip(src, tgt, strict=True)]
-    for indices in inference_batches(lengths, max_tokens=settings.max_tokens):
-        batch = collate([src[i] for i in indices], [tgt[i] for i in indices])
-        batch = batch.to(settings.device)
-        real = batch.tgt_out != PAD_ID
-        with autocast(settings.device, settings.dtype):
-            logits = model(batch.src, batch.tgt_in, keep=real)  # (N, V)
-        loss = token_loss_sum(logits, batch.tgt_out[real], pad_id=PAD_ID, label_smoothing=0.0)
-        total += float(loss)
-        count += batch.n_tgt_tokens
-    return total / max(count, 1)
+    _, targets = _fit_table(model.max_len, split.src, split.tgt)
+    total = -sum(sequence_log_probs(model, split.src, split.tgt, settings))
+    return total / max(sum(len(t) - 1 for t in targets), 1)  # BOS is given, not predicted
 
 
 @torch.inference_mode()
@@ -185,11 +172,9 @@ def sequence_log_probs(
 ) -> list[float]:
     """log p(target | source) of each framed pair (src = ids + EOS, tgt = BOS + ids + EOS): the
     sum over the target's tokens, EOS included, in input order. Pairs longer than the positional
-    table are cut to fit it, as in `teacher_forced_loss`."""
+    table are cut to fit it."""
     model.eval()
-    limit = model.max_len
-    src = [s if len(s) <= limit else [*s[: limit - 1], EOS_ID] for s in sources]
-    tgt = [t if len(t) <= limit + 1 else [*t[:limit], EOS_ID] for t in targets]
+    src, tgt = _fit_table(model.max_len, sources, targets)
     lengths = [max(len(s), len(t)) for s, t in zip(src, tgt, strict=True)]
     result = [0.0] * len(src)
     for indices in inference_batches(lengths, max_tokens=settings.max_tokens):
@@ -205,6 +190,15 @@ def sequence_log_probs(
         for i, value in zip(indices, sums.tolist(), strict=True):
             result[i] = value
     return result
+
+
+def _fit_table(
+    limit: int, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]
+) -> tuple[list[Sequence[int]], list[Sequence[int]]]:
+    """Framed pairs cut, where longer, to a positional table of `limit` positions (EOS kept)."""
+    src = [s if len(s) <= limit else [*s[: limit - 1], EOS_ID] for s in sources]
+    tgt = [t if len(t) <= limit + 1 else [*t[:limit], EOS_ID] for t in targets]
+    return src, tgt
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
@@ -232,9 +226,6 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
         "length_ratio": round(cased.ratio, 4) if cased.ref_len else None,  # sacreBLEU says 0
         "brevity_penalty": round(cased.bp, 4),
     }
-
-
-Rerank = Callable[[Sequence[str], list[list[tuple[str, float]]]], list[list[tuple[str, float]]]]
 
 
 def evaluate_split(
