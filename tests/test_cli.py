@@ -417,6 +417,14 @@ def test_translate_reranks_the_n_best_list(trained, reverse_run):
     for start in (0, 3, 6):  # best first by the combined score
         sentence_scores = [score for _, score, _ in rows[start : start + 3]]
         assert sentence_scores == sorted(sentence_scores, reverse=True)
+    # Reverse runs given twice are an ensemble of one model: the same reranking.
+    twice = invoke("translate", *rerank, "--rerank-with", str(reverse_run), "--n-best", "3",
+                   *sentences)  # fmt: skip
+    assert twice.exit_code == 0, twice.output
+    assert [text for _, _, text in nbest_rows(twice.stdout)] == [text for _, _, text in rows]
+    assert [score for _, score, _ in nbest_rows(twice.stdout)] == pytest.approx(
+        [score for _, score, _ in rows], abs=2e-4
+    )
 
 
 def test_the_reverse_model_prefers_the_translation_that_keeps_the_source(trained, reverse_run):

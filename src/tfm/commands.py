@@ -68,9 +68,12 @@ def _ensemble_of(
 ) -> Model:
     """`trained`'s model alone, or an `Ensemble` of it and the models of the runs `others`,
     which must use the same tokenizer (the same tokens under the same ids)."""
-    return _combined(
+    model = _combined(
         trained, [(other, load_trained(find_run(other), target)) for other in others], option
     )
+    if others:
+        log.info("decoding with an ensemble of %d models", len(others) + 1)
+    return model
 
 
 def _combined(
@@ -88,7 +91,6 @@ def _combined(
                 f"{first.paths.root}; an ensemble's runs must share one tokenizer "
                 "(train them on the same data with the same tokenizer settings)"
             )
-    log.info("decoding with an ensemble of %d models", len(others) + 1)
     return Ensemble([first.model, *(member.model for _, member in others)])
 
 
@@ -182,14 +184,15 @@ def translate_lines(
 ) -> list[str]:
     """Translations of `lines`, one per line, in order; an empty line stays empty. With
     `rerank_with`, each is the beam's best after reranking (`tfm.reranking`)."""
-    rerank = {"rerank_with": rerank_with, "rerank_weight": rerank_weight}
-    trained, model, settings, reranker = _open(
-        run, device, beam_size, length_penalty, ensemble=ensemble, **rerank
+    decoding = {"device": device, "beam_size": beam_size, "length_penalty": length_penalty}
+    if rerank_with:
+        rerank = {"rerank_with": rerank_with, "rerank_weight": rerank_weight}
+        found = translate_lines_nbest(run, lines, 1, ensemble=ensemble, **decoding, **rerank)
+        return [best[0][0] for best in found]
+    trained, model, settings, _ = _open(
+        run, device, beam_size, length_penalty, ensemble=ensemble, rerank_weight=rerank_weight
     )
-    if reranker is None:
-        return translate_texts(model, trained.tokenizer, lines, settings)
-    nbest = translate_texts_nbest(model, trained.tokenizer, lines, settings, settings.beam_size)
-    return [ranked[0][0] for ranked in reranker.rerank(lines, nbest)]
+    return translate_texts(model, trained.tokenizer, lines, settings)
 
 
 def translate_lines_nbest(

@@ -158,9 +158,10 @@ def _framed_nonblank(
 
 def teacher_forced_loss(model: Model, split: EncodedSplit, settings: DecodeSettings) -> float:
     """Mean negative log-likelihood per real target token (no label smoothing)."""
-    _, targets = _fit_table(model.max_len, split.src, split.tgt)
     total = -sum(sequence_log_probs(model, split.src, split.tgt, settings))
-    return total / max(sum(len(t) - 1 for t in targets), 1)  # BOS is given, not predicted
+    # the tokens predicted: all but BOS, at most the positional table's (as sequence_log_probs)
+    count = sum(min(len(t) - 1, model.max_len) for t in split.tgt)
+    return total / max(count, 1)
 
 
 @torch.inference_mode()
@@ -174,7 +175,9 @@ def sequence_log_probs(
     sum over the target's tokens, EOS included, in input order. Pairs longer than the positional
     table are cut to fit it."""
     model.eval()
-    src, tgt = _fit_table(model.max_len, sources, targets)
+    limit = model.max_len
+    src = [s if len(s) <= limit else [*s[: limit - 1], EOS_ID] for s in sources]
+    tgt = [t if len(t) <= limit + 1 else [*t[:limit], EOS_ID] for t in targets]
     lengths = [max(len(s), len(t)) for s, t in zip(src, tgt, strict=True)]
     result = [0.0] * len(src)
     for indices in inference_batches(lengths, max_tokens=settings.max_tokens):
@@ -190,15 +193,6 @@ def sequence_log_probs(
         for i, value in zip(indices, sums.tolist(), strict=True):
             result[i] = value
     return result
-
-
-def _fit_table(
-    limit: int, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]
-) -> tuple[list[Sequence[int]], list[Sequence[int]]]:
-    """Framed pairs cut, where longer, to a positional table of `limit` positions (EOS kept)."""
-    src = [s if len(s) <= limit else [*s[: limit - 1], EOS_ID] for s in sources]
-    tgt = [t if len(t) <= limit + 1 else [*t[:limit], EOS_ID] for t in targets]
-    return src, tgt
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
