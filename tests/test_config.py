@@ -111,3 +111,19 @@ def test_shipped_configs_are_valid():
     assert files, "no configs shipped"
     for path in files:
         load_config(path)
+
+
+def test_a_run_translates_the_reverse_only_when_every_epoch_trained_both_ways():
+    def config(*sets: str) -> Config:
+        return load_config(None, ("data.src_lang=en", "data.tgt_lang=de", *sets))
+
+    plain = config()
+    assert plain.translates("en", "de") and not plain.translates("de", "en")
+    both = config("train.max_epochs=20", "train.bidirectional_epochs=20")
+    assert both.translates("en", "de") and both.translates("de", "en")
+    assert config("train.max_epochs=20", "train.bidirectional_epochs=25").translates("de", "en")
+    early = config("train.max_epochs=20", "train.bidirectional_epochs=19")  # BiT: 20th one way
+    assert not early.translates("de", "en")
+    unbounded = config("train.max_epochs=null", "train.max_steps=9", "train.bidirectional_epochs=5")
+    assert not unbounded.translates("de", "en")  # epochs past the 5th may come: one way only
+    assert not both.translates("en", "fr") and not both.translates("de", "de")

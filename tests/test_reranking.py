@@ -101,3 +101,15 @@ def test_mismatched_lengths_are_refused(reverse):
         reverse.rerank(EN[:2], [[(DE[0], 0.0)]])
     with pytest.raises(ValueError, match="1 sources but 2 hypotheses"):
         reverse.channel_scores(EN[:1], DE[:2])
+
+
+def test_channel_scores_once_then_combined_at_each_weight_equal_reranking_at_it(reverse):
+    nbest = [[(DE[1], -0.5), (DE[0], -0.4)], [("", 0.0)], [(DE[2], -0.1), (DE[0], -0.2)]]
+    sources = [EN[0], " ", EN[2]]
+    channel = reverse.channel_of(sources, nbest)
+    assert [len(scores) for scores in channel] == [2, 0, 2]
+    assert channel[2] == pytest.approx(reverse.channel_scores([EN[2]] * 2, [DE[2], DE[0]]))
+    for weight in (0.0, 0.5, 3.0, 1e6):
+        at = Reranker(reverse.model, reverse.tokenizer, reverse.settings, weight=weight)
+        assert at.combine(nbest, channel) == at.rerank(sources, nbest)
+    assert reverse.combine(nbest, channel)[1] == nbest[1]

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 RERANK_MIN_BEAM = 5  # the beam reranking chooses from, unless --beam-size says otherwise
 
 
-def _open(
+def open_decoding(
     run: str | Path | None,
     device: str | None,
     beam_size: int | None,
@@ -98,18 +98,20 @@ def _reranker(
     trained: TrainedModel, runs: Sequence[str | Path], weight: float, target
 ) -> Reranker | None:
     """A `Reranker` of the runs (one model, or an ensemble), which must translate the other
-    way: from `trained`'s target language to its source language."""
+    way: from `trained`'s target language to its source language (a run trained that way, or
+    one trained both ways in every epoch)."""
     if not runs:
         return None
     ours = trained.config.data
     loaded = [(name, load_trained(find_run(name), target)) for name in runs]
     for name, reverse in loaded:
         theirs = reverse.config.data
-        if (theirs.src_lang, theirs.tgt_lang) != (ours.tgt_lang, ours.src_lang):
+        if not reverse.config.translates(ours.tgt_lang, ours.src_lang):
             raise UsageError(
                 f"--rerank-with {name}: it translates {theirs.src_lang}→{theirs.tgt_lang}; "
                 f"reranking {ours.src_lang}→{ours.tgt_lang} needs a run trained "
-                f"{ours.tgt_lang}→{ours.src_lang}"
+                f"{ours.tgt_lang}→{ours.src_lang}, or both ways in every epoch "
+                "(train.bidirectional_epochs ≥ train.max_epochs)"
             )
     first = loaded[0][1]
     model = _combined(first, loaded[1:], "--rerank-with")
@@ -136,7 +138,7 @@ def evaluate_run(
     runs in `ensemble`, on a split or on --src/--ref; with `rerank_with`, the beam's best after
     reranking by those reverse-direction runs (`tfm.reranking`)."""
     rerank = {"rerank_with": rerank_with, "rerank_weight": rerank_weight}
-    trained, model, settings, reranker = _open(
+    trained, model, settings, reranker = open_decoding(
         run, device, beam_size, length_penalty, ensemble=ensemble, **rerank
     )
     tokenizer = trained.tokenizer
@@ -189,7 +191,7 @@ def translate_lines(
         rerank = {"rerank_with": rerank_with, "rerank_weight": rerank_weight}
         found = translate_lines_nbest(run, lines, 1, ensemble=ensemble, **decoding, **rerank)
         return [best[0][0] for best in found]
-    trained, model, settings, _ = _open(
+    trained, model, settings, _ = open_decoding(
         run, device, beam_size, length_penalty, ensemble=ensemble, rerank_weight=rerank_weight
     )
     return translate_texts(model, trained.tokenizer, lines, settings)
@@ -213,7 +215,7 @@ def translate_lines_nbest(
     if beam_size is not None and beam_size < n_best:
         raise UsageError(f"--n-best {n_best} needs --beam-size {n_best} or more, not {beam_size}")
     rerank = {"rerank_with": rerank_with, "rerank_weight": rerank_weight}
-    trained, model, settings, reranker = _open(
+    trained, model, settings, reranker = open_decoding(
         run, device, beam_size, length_penalty, ensemble=ensemble, min_beam=n_best, **rerank
     )
     if reranker is None:

@@ -179,6 +179,16 @@ class Config(StrictModel):
             raise ValueError(f"data.src_lang and data.tgt_lang are both '{self.data.src_lang}'")
         return self
 
+    def translates(self, src_lang: str, tgt_lang: str) -> bool:
+        """Whether a model trained with this config translates src_lang→tgt_lang: its own
+        direction, or the reverse when every epoch trained both ways (`bidirectional_epochs` ≥
+        `max_epochs`, data/bidirectional), which teaches the reverse as much as the direction."""
+        data, train = self.data, self.train
+        if (src_lang, tgt_lang) == (data.src_lang, data.tgt_lang):
+            return True
+        both_ways = train.max_epochs is not None and train.bidirectional_epochs >= train.max_epochs
+        return both_ways and (src_lang, tgt_lang) == (data.tgt_lang, data.src_lang)
+
 
 # --- YAML -------------------------------------------------------------------------------------
 

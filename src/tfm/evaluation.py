@@ -222,6 +222,16 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     }
 
 
+def split_nbest(
+    model: Model, tokenizer: Tokenizer, split: EncodedSplit, settings: DecodeSettings
+) -> list[list[tuple[str, float]]]:
+    """The whole beam (`settings.beam_size` hypotheses) of each source of a split, as (text,
+    score) pairs, best first."""
+    found = translate_nbest_ids(model, split.src, settings, settings.beam_size)
+    texts = iter(tokenizer.decode_tgt([h.tokens for beam in found for h in beam]))
+    return [[(next(texts), h.score) for h in beam] for beam in found]
+
+
 def evaluate_split(
     model: Model,
     tokenizer: Tokenizer,
@@ -237,9 +247,7 @@ def evaluate_split(
     if rerank is None:
         hypotheses = tokenizer.decode_tgt(translate_ids(model, split.src, settings))
     else:
-        found = translate_nbest_ids(model, split.src, settings, settings.beam_size)
-        texts = iter(tokenizer.decode_tgt([h.tokens for beam in found for h in beam]))
-        nbest = [[(next(texts), h.score) for h in beam] for beam in found]
+        nbest = split_nbest(model, tokenizer, split, settings)
         hypotheses = [ranked[0][0] for ranked in rerank(split.src_text, nbest)]
     scores = score_translations(hypotheses, split.tgt_text)
     scores["loss"] = round(loss, 4)

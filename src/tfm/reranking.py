@@ -51,22 +51,37 @@ class Reranker:
     def rerank(self, sources: Sequence[str], nbest: Sequence[Scored]) -> list[Scored]:
         """Each source's hypotheses re-sorted by forward score + weight · channel score, best
         first, with that combined score; a blank source's hypotheses are left as they are."""
+        return self.combine(nbest, self.channel_of(sources, nbest))
+
+    def channel_of(self, sources: Sequence[str], nbest: Sequence[Scored]) -> list[list[float]]:
+        """The channel score of each hypothesis in each source's n-best list, in the list's
+        order; none for a blank source (there is nothing to explain)."""
         if len(sources) != len(nbest):
             raise ValueError(f"{len(sources)} sources but {len(nbest)} n-best lists")
         pairs = [
-            (i, text)
-            for i, (source, found) in enumerate(zip(sources, nbest, strict=True))
+            (source.strip(), text)
+            for source, found in zip(sources, nbest, strict=True)
             if source.strip()
             for text, _ in found
         ]
-        channel = iter(
-            self.channel_scores([sources[i].strip() for i, _ in pairs], [t for _, t in pairs])
-        )
+        channel = iter(self.channel_scores([x for x, _ in pairs], [y for _, y in pairs]))
+        return [
+            [next(channel) for _ in found] if source.strip() else []
+            for source, found in zip(sources, nbest, strict=True)
+        ]
+
+    def combine(self, nbest: Sequence[Scored], channel: Sequence[Sequence[float]]) -> list[Scored]:
+        """`nbest` re-sorted by forward score + weight · `channel` (from `channel_of`), so that
+        several weights can be tried on one set of channel scores; a list with no channel
+        scores (a blank source) is left as it is."""
         result = []
-        for source, found in zip(sources, nbest, strict=True):
-            if not source.strip():
+        for found, scores in zip(nbest, channel, strict=True):
+            if not scores:
                 result.append(list(found))
                 continue
-            combined = [(text, score + self.weight * next(channel)) for text, score in found]
+            combined = [
+                (text, score + self.weight * c)
+                for (text, score), c in zip(found, scores, strict=True)
+            ]
             result.append(sorted(combined, key=lambda pair: -pair[1]))  # stable: ties keep order
         return result

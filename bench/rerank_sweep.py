@@ -1,0 +1,101 @@
+"""Choose the reranking weight W on the validation split, then score the test split with it.
+
+    PYTHONPATH=src python bench/rerank_sweep.py --run RUN [--ensemble RUN ...] \\
+        --rerank-with REVERSE [--rerank-with REVERSE ...] [--beam 5] [--weights 0 1 2 3 4 5]
+
+Each split's beam is decoded once by the forward run (or ensemble) and every hypothesis scored
+once by the reverse run(s) (`Reranker.channel_of`); each weight then only re-sorts
+(`Reranker.combine`). So a sweep costs one decode and one teacher-forced pass per split, however
+many weights it tries, and each of its rows is what `tfm eval --split S --beam-size B
+--rerank-with ... --rerank-weight W` reports. Prints one Markdown row per weight (lowercased
+BLEU, cased BLEU and length ratio, validation then test) and, last, the weight of the best
+validation BLEU (`--choose-by`, lowercased by default: issue 6's goals are lowercased), the first
+on a tie. The test column is printed for every weight to show the curve's shape; only the
+validation column chooses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from tfm.commands import open_decoding  # noqa: E402
+from tfm.data.pipeline import prepare_splits  # noqa: E402
+from tfm.evaluation import score_translations, split_nbest  # noqa: E402
+from tfm.reranking import Reranker  # noqa: E402
+
+SPLITS = ("validation", "test")
+
+
+def sweep(
+    reranker: Reranker,
+    beams: dict[str, tuple[list, list[list[float]], list[str]]],
+    weights: list[float],
+) -> dict[float, dict[str, dict]]:
+    """tfm's scores of each split's reranked best at each weight: {W: {split: scores}}, from
+    each split's (n-best lists, their channel scores, references)."""
+    table = {}
+    for weight in weights:
+        at = dataclasses.replace(reranker, weight=weight)
+        table[weight] = {
+            split: score_translations([r[0][0] for r in at.combine(nbest, channel)], refs)
+            for split, (nbest, channel, refs) in beams.items()
+        }
+    return table
+
+
+def choose(table: dict[float, dict[str, dict]], metric: str) -> float:
+    """The weight of the best validation score under `metric`, the first (smallest) on a tie."""
+    return max(sorted(table), key=lambda weight: table[weight]["validation"][metric])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", required=True, help="the forward run")
+    parser.add_argument("--ensemble", action="append", default=[], help="more forward runs")
+    parser.add_argument("--rerank-with", action="append", required=True, help="reverse run(s)")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--weights", type=float, nargs="+", default=[0, 1, 2, 3, 3.5, 4, 5])
+    parser.add_argument("--choose-by", choices=["bleu_lowercase", "bleu"], default="bleu_lowercase")
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+
+    trained, model, settings, reranker = open_decoding(
+        args.run, args.device, args.beam, None, ensemble=args.ensemble,
+        rerank_with=args.rerank_with, rerank_weight=1.0,
+    )  # fmt: skip
+    config = trained.config
+    splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=trained.tokenizer)
+    beams = {}
+    for name in SPLITS:
+        split = splits[name]
+        nbest = split_nbest(model, trained.tokenizer, split, settings)
+        beams[name] = (nbest, reranker.channel_of(split.src_text, nbest), split.tgt_text)
+        print(f"{name}: {len(nbest)} beams of {args.beam} decoded and scored", file=sys.stderr)
+    table = sweep(reranker, beams, args.weights)
+    print("| W | validation lc | validation cased | validation length ratio | "
+          "test lc | test cased | test length ratio |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for weight, scores in table.items():
+        cells = [
+            f"{scores[s]['bleu_lowercase']:.2f} | {scores[s]['bleu']:.2f} | "
+            f"{scores[s]['length_ratio']}"
+            for s in SPLITS
+        ]
+        print(f"| {weight:g} | {' | '.join(cells)} |")
+    best = choose(table, args.choose_by)
+    test = table[best]["test"]
+    print(
+        f"chosen on validation ({args.choose_by}): W {best:g}; test {test['bleu_lowercase']:.2f} "
+        f"lowercased, {test['bleu']:.2f} cased ({test['bleu_signature']}), chrF {test['chrf']:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
