@@ -26,10 +26,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from tfm.commands import open_decoding  # noqa: E402
 from tfm.data.pipeline import prepare_splits  # noqa: E402
-from tfm.evaluation import score_translations, split_nbest  # noqa: E402
+from tfm.evaluation import DecodeSettings, Model, score_translations, split_nbest  # noqa: E402
 from tfm.reranking import Reranker  # noqa: E402
+from tfm.run import TrainedModel  # noqa: E402
+
+log = logging.getLogger("rerank_sweep")
 
 SPLITS = ("validation", "test")
+
+
+def decode_and_score(
+    trained: TrainedModel, model: Model, settings: DecodeSettings, reranker: Reranker
+) -> dict[str, tuple[list, list[list[float]], list[str]]]:
+    """Each of SPLITS decoded once and its hypotheses scored once by the reverse model(s):
+    {split: (n-best lists, their channel scores, references)}, what `sweep` re-sorts."""
+    config = trained.config
+    splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=trained.tokenizer)
+    beams = {}
+    for name in SPLITS:
+        split = splits[name]
+        nbest = split_nbest(model, trained.tokenizer, split, settings)
+        beams[name] = (nbest, reranker.channel_of(split.src_text, nbest), split.tgt_text)
+        log.info("%s: %d beams of %d decoded and scored", name, len(nbest), settings.beam_size)
+    return beams
 
 
 def sweep(
@@ -70,15 +89,7 @@ def main() -> None:
         args.run, args.device, args.beam, None, ensemble=args.ensemble,
         rerank_with=args.rerank_with, rerank_weight=1.0,
     )  # fmt: skip
-    config = trained.config
-    splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=trained.tokenizer)
-    beams = {}
-    for name in SPLITS:
-        split = splits[name]
-        nbest = split_nbest(model, trained.tokenizer, split, settings)
-        beams[name] = (nbest, reranker.channel_of(split.src_text, nbest), split.tgt_text)
-        print(f"{name}: {len(nbest)} beams of {args.beam} decoded and scored", file=sys.stderr)
-    table = sweep(reranker, beams, args.weights)
+    table = sweep(reranker, decode_and_score(trained, model, settings, reranker), args.weights)
     print("| W | validation lc | validation cased | validation length ratio | "
           "test lc | test cased | test length ratio |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from reranking_helpers import dropped_word_wins
 from typer.testing import CliRunner
 
 from tfm.cli import app
@@ -95,13 +96,7 @@ def test_it_reranks_its_own_beam_as_the_reverse_model(run, test_split):
     # explains the English source less well.
     trained = load_trained(find_run(run), torch.device("cpu"))
     reranker = Reranker(trained.model, trained.tokenizer, DecodeSettings())
-    wins = trials = 0
-    for source, reference in zip(*test_split, strict=True):
-        words = reference.split()
-        shorter = [" ".join(words[:i] + words[i + 1 :]) for i in range(len(words))]
-        full, *dropped = reranker.channel_scores([source] * (1 + len(words)), [reference, *shorter])
-        wins += sum(full > score for score in dropped)
-        trials += len(dropped)
+    wins, trials = dropped_word_wins(reranker, *test_split)
     assert trials > 300 and wins / trials > 0.85, (wins, trials)
 
 
@@ -122,20 +117,10 @@ def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run, monk
     """bench/rerank_sweep.py decodes and scores each split once, then re-sorts per weight: each
     of its numbers must be `tfm eval`'s for that weight (and W 0 plain beam search's)."""
     from tfm.commands import open_decoding
-    from tfm.data.pipeline import prepare_splits
-    from tfm.evaluation import split_nbest
 
     bench = sweep_script()
-    trained, model, settings, reranker = open_decoding(
-        run, "cpu", 5, None, rerank_with=[run], rerank_weight=1.0
-    )
-    splits, _ = prepare_splits(trained.config.data, trained.config.tokenizer, bench.SPLITS,
-                               tokenizer=trained.tokenizer)  # fmt: skip
-    beams = {}
-    for name, split in splits.items():
-        nbest = split_nbest(model, trained.tokenizer, split, settings)
-        beams[name] = (nbest, reranker.channel_of(split.src_text, nbest), split.tgt_text)
-    table = bench.sweep(reranker, beams, [0.0, 2.0])
+    opened = open_decoding(run, "cpu", 5, None, rerank_with=[run], rerank_weight=1.0)
+    table = bench.sweep(opened[3], bench.decode_and_score(*opened), [0.0, 2.0])
     keys = ("bleu", "bleu_lowercase", "chrf", "length_ratio")
     for split in bench.SPLITS:
         plain = scores("--run", str(run), "--split", split, "--beam-size", "5")
