@@ -127,12 +127,42 @@ def test_config_refuses_separate_vocabularies():
         )  # fmt: skip
 
 
-def test_resume_refuses_a_different_number_of_bidirectional_epochs(tmp_path, tiny_config):
+def test_resume_refuses_a_count_that_changes_a_begun_epoch(tmp_path, tiny_config):
     run = tmp_path / "run"
-    train(tiny_config(run, bidirectional_epochs=2, max_steps=3), progress_bar=False)
-    with pytest.raises(UsageError, match=r"train\.bidirectional_epochs differ from the run's"):
-        train(tiny_config(run, bidirectional_epochs=1, max_steps=6), resume=True,
-              progress_bar=False)  # fmt: skip
-    result = train(tiny_config(run, bidirectional_epochs=2, max_steps=6), resume=True,
-                   progress_bar=False)  # fmt: skip
-    assert result.steps == 6
+    probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=3), resume=False)
+    inside_second = len(probe.epoch_data(0).batches) + 2  # epochs 0 and 1 begun
+    train(tiny_config(run, bidirectional_epochs=3, max_steps=inside_second), progress_bar=False)
+    for fewer in (1, 0):  # epoch 1, or 0 and 1, trained both ways would become one-way
+        with pytest.raises(
+            UsageError,
+            match=r"train\.bidirectional_epochs differ from the run's; change only budgets .*, "
+            r"train\.bidirectional_epochs to no fewer than the 2 epoch\(s\) begun or start",
+        ):
+            train(tiny_config(run, bidirectional_epochs=fewer, max_steps=inside_second + 2),
+                  resume=True, progress_bar=False)  # fmt: skip
+    result = train(tiny_config(run, bidirectional_epochs=2, max_steps=inside_second + 2),
+                   resume=True, progress_bar=False)  # fmt: skip
+    assert result.steps == inside_second + 2
+
+
+@pytest.mark.parametrize(("first", "then"), [(5, 2), (2, 3)])
+def test_a_count_changed_on_resume_trains_as_if_set_from_the_start(tmp_path, tiny_config,
+                                                                   first, then):  # fmt: skip
+    """Ending both-ways training early (5 → 2) or later (2 → 3) inside epoch 1 gives the run that
+    had the new count all along, bit for bit: the epochs begun are the same under both."""
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=2), resume=False)
+    n_batches = len(probe.epoch_data(0).batches)
+    end = 3 * n_batches  # past epoch 2, then both-ways or one-way depending on the count
+    train(tiny_config(straight, bidirectional_epochs=then, max_steps=end), progress_bar=False)
+    train(tiny_config(resumed, bidirectional_epochs=first, max_steps=n_batches + 2),
+          progress_bar=False)  # fmt: skip
+    train(tiny_config(resumed, bidirectional_epochs=then, max_steps=end), resume=True,
+          progress_bar=False)  # fmt: skip
+    assert losses(resumed) == losses(straight)
+    assert load_config(resumed / "config.yaml").train.bidirectional_epochs == then  # as trained
+    # The count matters from epoch 2 on: had the first count gone on, the run would differ.
+    unchanged = tmp_path / "unchanged"
+    train(tiny_config(unchanged, bidirectional_epochs=first, max_steps=end), progress_bar=False)
+    assert losses(unchanged)[: n_batches + 2] == losses(straight)[: n_batches + 2]
+    assert losses(unchanged) != losses(straight)

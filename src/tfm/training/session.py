@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 # Keys that may differ between a run and its resumption; anything else in these sections may not.
 # train.accumulate may change (the data position counts batches); `_log_new_batching` says so.
-# bidirectional_epochs decides what an epoch's batches are, as the seed and max_tokens do.
+# bidirectional_epochs decides what an epoch's batches are, as the seed and max_tokens do, but
+# only for the epochs not yet begun; `_bidirectional_change_rewrites_the_past` draws that line.
 FIXED_TRAIN_KEYS = ("seed", "max_tokens", "bidirectional_epochs")
 SPLITS = ("train", "validation", "test")
 _SPLIT_CHANGE = {
@@ -350,6 +351,10 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
         if (section != "train" or key in FIXED_TRAIN_KEYS)
         and (section != "data" or key not in SPLITS)
         and old[section].get(key) != new[section].get(key)
+        and (
+            key != "bidirectional_epochs"
+            or _bidirectional_change_rewrites_the_past(old, new, state)
+        )
     ]
     if state["tokenizer_fingerprint"] != session.tokenizer.fingerprint():
         differing.append("tokenizer.json")
@@ -358,7 +363,13 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
     if differing:
         raise UsageError(
             f"cannot resume from {path}: {', '.join(differing)} differ from the run's; "
-            "change only budgets (max_steps, max_epochs, max_minutes, …) or start a new run"
+            "change only budgets (max_steps, max_epochs, max_minutes, …)"
+            + (
+                f", train.bidirectional_epochs to no fewer than the {_begun(state)} epoch(s) begun"
+                if "train.bidirectional_epochs" in differing
+                else ""
+            )
+            + " or start a new run"
         )
     for split in SPLITS:
         if old["data"].get(split) != new["data"].get(split):
@@ -366,6 +377,20 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
                 "data.%s differs from the run's (%s, now %s)%s", split, old["data"].get(split),
                 new["data"].get(split), _SPLIT_CHANGE[split],
             )  # fmt: skip
+
+
+def _bidirectional_change_rewrites_the_past(old: dict, new: dict, state: dict) -> bool:
+    """Whether a new `train.bidirectional_epochs` would change an epoch the run has begun: the
+    count may move (say, to end both-ways training early and go on one way) only where every
+    begun epoch keeps its kind, i.e. both counts cover all of them."""
+    counts = old["train"]["bidirectional_epochs"], new["train"]["bidirectional_epochs"]
+    return min(counts) < _begun(state)
+
+
+def _begun(state: dict) -> int:
+    """How many epochs the checkpoint's run has begun (the one in progress included)."""
+    progress = state["progress"]
+    return progress["epoch"] + (progress["position"] > 0)
 
 
 def _as_current_schema(stored: dict) -> dict:
