@@ -153,7 +153,7 @@ def test_a_count_changed_on_resume_trains_as_if_set_from_the_start(tmp_path, tin
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=2), resume=False)
     n_batches = len(probe.epoch_data(0).batches)
-    end = 3 * n_batches  # past epoch 2, then both-ways or one-way depending on the count
+    end = 3 * n_batches  # well into epoch 2, both ways or one way depending on the count
     train(tiny_config(straight, bidirectional_epochs=then, max_steps=end), progress_bar=False)
     train(tiny_config(resumed, bidirectional_epochs=first, max_steps=n_batches + 2),
           progress_bar=False)  # fmt: skip
