@@ -119,8 +119,11 @@ def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run, monk
     from tfm.commands import open_decoding
 
     bench = sweep_script()
-    opened = open_decoding(run, "cpu", 5, None, rerank_with=[run], rerank_weight=1.0)
-    table = bench.sweep(opened[3], bench.decode_and_score(*opened), [0.0, 2.0])
+    trained, model, settings, reranker = open_decoding(
+        run, "cpu", 5, None, rerank_with=[run], rerank_weight=1.0
+    )
+    beams = bench.decode_and_score(trained, model, settings, reranker)
+    table = bench.sweep(reranker, beams, [0.0, 2.0])
     keys = ("bleu", "bleu_lowercase", "chrf", "length_ratio")
     for split in bench.SPLITS:
         plain = scores("--run", str(run), "--split", split, "--beam-size", "5")

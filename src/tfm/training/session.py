@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 
 # Keys that may differ between a run and its resumption; anything else in these sections may not.
 # train.accumulate may change (the data position counts batches); `_log_new_batching` says so.
-# bidirectional_epochs decides what an epoch's batches are, as the seed and max_tokens do, but
-# only for the epochs not yet begun; `_bidirectional_change_rewrites_the_past` draws that line.
-FIXED_TRAIN_KEYS = ("seed", "max_tokens", "bidirectional_epochs")
+# train.bidirectional_epochs decides what an epoch's batches are too, but may change for the epochs
+# not yet begun; `_bidirectional_change_rewrites_the_past` checks it.
+FIXED_TRAIN_KEYS = ("seed", "max_tokens")
 SPLITS = ("train", "validation", "test")
 _SPLIT_CHANGE = {
     "train": ": resuming, as its content is the same",
@@ -351,11 +351,13 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
         if (section != "train" or key in FIXED_TRAIN_KEYS)
         and (section != "data" or key not in SPLITS)
         and old[section].get(key) != new[section].get(key)
-        and (
-            key != "bidirectional_epochs"
-            or _bidirectional_change_rewrites_the_past(old, new, state)
-        )
     ]
+    allowed = "budgets (max_steps, max_epochs, max_minutes, …)"
+    if _bidirectional_change_rewrites_the_past(old, new, state):
+        differing.append("train.bidirectional_epochs")
+        allowed += (
+            f", train.bidirectional_epochs to no fewer than the {_begun(state)} epoch(s) begun"
+        )
     if state["tokenizer_fingerprint"] != session.tokenizer.fingerprint():
         differing.append("tokenizer.json")
     if state["data_fingerprint"] != session.data_fingerprint:
@@ -363,13 +365,7 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
     if differing:
         raise UsageError(
             f"cannot resume from {path}: {', '.join(differing)} differ from the run's; "
-            "change only budgets (max_steps, max_epochs, max_minutes, …)"
-            + (
-                f", train.bidirectional_epochs to no fewer than the {_begun(state)} epoch(s) begun"
-                if "train.bidirectional_epochs" in differing
-                else ""
-            )
-            + " or start a new run"
+            f"change only {allowed} or start a new run"
         )
     for split in SPLITS:
         if old["data"].get(split) != new["data"].get(split):
@@ -383,8 +379,9 @@ def _bidirectional_change_rewrites_the_past(old: dict, new: dict, state: dict) -
     """Whether a new `train.bidirectional_epochs` would change an epoch the run has begun: the
     count may move (say, to end both-ways training early and go on one way) only where every
     begun epoch keeps its kind, i.e. both counts cover all of them."""
-    counts = old["train"]["bidirectional_epochs"], new["train"]["bidirectional_epochs"]
-    return min(counts) < _begun(state)
+    # .get: a config stored by a version without the key (and kept as stored) trained one way
+    counts = old["train"].get("bidirectional_epochs", 0), new["train"]["bidirectional_epochs"]
+    return counts[0] != counts[1] and min(counts) < _begun(state)
 
 
 def _begun(state: dict) -> int:
