@@ -18,9 +18,9 @@ from tfm.evaluation import (
     translate_texts,
     translate_texts_nbest,
 )
+from tfm.prediction import Ensemble
 from tfm.reranking import Reranker
 from tfm.run import TrainedModel, find_run, load_trained
-from tfm.transformer import Ensemble
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from tfm.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
 from tfm.config import Config, load_config
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import CheckpointError, UsageError
-from tfm.transformer import Transformer, build_model
+from tfm.transformer import ModelArgs, Transformer, build_model
 
 LAST_RUN_FILE = Path(".tfm") / "last_run"
 
@@ -169,8 +169,8 @@ def load_trained(paths: RunPaths, device: torch.device) -> TrainedModel:
             f"{(args['src_vocab_size'], args['tgt_vocab_size'])} or different tokens); "
             "was the run directory changed by hand?"
         )
-    model = build_model(**args)
+    model = build_model(ModelArgs.from_stored(args))
     model.load_state_dict(state["model"])
     model.to(device).eval()
-    config = load_config(paths.config)
+    config = load_config(paths.config, stored=True)
     return TrainedModel(model, tokenizer, config, paths, int(state.get("step", 0)))
