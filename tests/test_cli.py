@@ -303,9 +303,9 @@ def noisy_copy(run: Path, to: Path) -> Path:
 def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(trained, workdir, tmp_path):
     from tfm.data.tokenizer import EOS_ID
     from tfm.evaluation import DecodeSettings, translate_ids, translate_nbest_ids
+    from tfm.prediction import Ensemble
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import RunPaths
-    from tfm.transformer import Ensemble
 
     run = workdir / "runs" / "tiny"
     other = noisy_copy(run, tmp_path / "noisy")

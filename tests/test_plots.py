@@ -14,7 +14,7 @@ from tfm.config import load_config, to_yaml
 from tfm.data.tokenizer import train_tokenizer
 from tfm.errors import UsageError
 from tfm.rundir.model_file import save_model
-from tfm.transformer import MultiHeadAttention, build_model, greedy_decode
+from tfm.transformer import ModelArgs, MultiHeadAttention, build_model, greedy_decode
 from tfm.visual import curves, positional
 from tfm.visual.attention import sentence_attention
 from tfm.visual.attention_plot import attention_layout
@@ -37,7 +37,7 @@ def tokenizer():
 def model(tokenizer):
     torch.manual_seed(0)
     sizes = dict(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size)
-    return build_model(**sizes, **MODEL_ARGS).eval()
+    return build_model(ModelArgs(**sizes, **MODEL_ARGS)).eval()
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, train_tokenizer
 from tfm.evaluation import DecodeSettings, sequence_log_probs, teacher_forced_loss
 from tfm.reranking import Reranker
-from tfm.transformer import build_model
+from tfm.transformer import ModelArgs, build_model
 
 EN = ["the dog sees the cat", "a man rides a red bike", "two girls play in the snow"]
 DE = ["der Hund sieht die Katze", "ein Mann fährt ein rotes Rad", "zwei Mädchen spielen im Schnee"]
@@ -21,9 +21,9 @@ def reverse():
     torch.manual_seed(0)
     tokenizer = train_tokenizer(DE, EN, vocab_size=120, min_frequency=1)
     V = tokenizer.src_vocab_size
-    model = build_model(src_vocab_size=V, tgt_vocab_size=V, d_model=16, n_heads=2,
-                        n_encoder_layers=1, n_decoder_layers=1, d_ff=32, dropout=0.0,
-                        share_embeddings=True)  # fmt: skip
+    model = build_model(ModelArgs(src_vocab_size=V, tgt_vocab_size=V, d_model=16, n_heads=2,
+                                  n_encoder_layers=1, n_decoder_layers=1, d_ff=32, dropout=0.0,
+                                  share_embeddings=True))  # fmt: skip
     return Reranker(model.eval(), tokenizer, DecodeSettings(max_tokens=40), weight=0.5)
 
 
@@ -43,9 +43,9 @@ def test_sequence_log_probs_are_each_pairs_log_likelihood_alone(reverse):
 
 def test_pairs_longer_than_the_positional_table_are_scored_as_cut_to_fit_it():
     torch.manual_seed(1)
-    model = build_model(src_vocab_size=20, tgt_vocab_size=20, d_model=8, n_heads=2,
-                        n_encoder_layers=1, n_decoder_layers=1, d_ff=16, dropout=0.0,
-                        max_len=6).eval()  # fmt: skip
+    model = build_model(ModelArgs(src_vocab_size=20, tgt_vocab_size=20, d_model=8, n_heads=2,
+                                  n_encoder_layers=1, n_decoder_layers=1, d_ff=16, dropout=0.0,
+                                  max_len=6)).eval()  # fmt: skip
     settings = DecodeSettings(max_tokens=40)
     long_src, long_tgt = [5, 6, 7, 8, 9, 10, 11, EOS_ID], [BOS_ID, *range(5, 14), EOS_ID]
     cut_src, cut_tgt = [5, 6, 7, 8, 9, EOS_ID], [BOS_ID, 5, 6, 7, 8, 9, EOS_ID]  # 6 positions

@@ -18,10 +18,10 @@ from tfm.evaluation import (
     translate_texts,
     translate_texts_nbest,
 )
+from tfm.prediction import Ensemble
 from tfm.reranking import Reranker
 from tfm.rundir.model_file import TrainedModel, load_trained
 from tfm.rundir.paths import find_run
-from tfm.transformer import Ensemble
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ from tfm.data.batching import collate, inference_batches, pad
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from tfm.device import autocast
-from tfm.transformer import Ensemble, Hypothesis, Transformer, beam_search, greedy_decode
+from tfm.prediction import Ensemble
+from tfm.transformer import Hypothesis, Transformer, beam_search, greedy_decode
 
 log = logging.getLogger(__name__)
 

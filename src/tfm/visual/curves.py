@@ -63,7 +63,7 @@ def plot_run(run: str | Path | None, out: Path | None = None) -> Path:
         raise UsageError(f"{paths.metrics} has no events yet; plot again after a few steps")
     smoothing = None
     if paths.config.is_file():
-        smoothing = load_config(paths.config).train.label_smoothing
+        smoothing = load_config(paths.config, stored=True).train.label_smoothing
     title = f"Training curves of {paths.root} (step {events[-1]['step']:,})"
     return draw_training_curves(
         events, out or paths.root / FILE_NAME, title=title, label_smoothing=smoothing

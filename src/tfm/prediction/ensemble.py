@@ -4,10 +4,10 @@ An ensemble of independently trained models predicts each next token from the me
 members' probabilities, p(y | ...) = (1/M) sum_m p_m(y | ...): the "linear" combination that
 ensembles of NMT systems have used since the first shared tasks. `Ensemble` offers the part of
 `Transformer`'s interface that search and scoring use (`encode`, `start_cache`, `decode_step`,
-`forward`, `pad_id`, `max_len`), so `greedy_decode`, `beam_search` and a teacher-forced loss take
-it unchanged. Its "logits" are the log of the mean probability: already normalised, so a
-softmax over them gives the ensemble's distribution back, and cross-entropy on them is the
-ensemble's negative log-likelihood.
+`forward`, `pad_id`, `max_len`): it is a `Decodable`, so `greedy_decode`, `beam_search` and a
+teacher-forced loss take it unchanged. Its "logits" are the log of the mean probability: already
+normalised, so a softmax over them gives the ensemble's distribution back, and cross-entropy on
+them is the ensemble's negative log-likelihood.
 """
 
 from __future__ import annotations
