@@ -73,6 +73,15 @@ def collate(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], pad_id: 
     )
 
 
+@dataclass(frozen=True)
+class Pairs:
+    """An epoch's framed training pairs before batching (src = ids + [EOS], tgt = [BOS] + ids +
+    [EOS]); pair i is (src[i], tgt[i])."""
+
+    src: list[list[int]]
+    tgt: list[list[int]]
+
+
 @dataclass
 class EpochData:
     """One epoch's training data: framed ids per pair, and the batches (lists of pair indices)
@@ -81,6 +90,10 @@ class EpochData:
     src: list[list[int]]
     tgt: list[list[int]]
     batches: list[list[int]]
+
+    def batch(self, indices: Sequence[int]) -> Batch:
+        """The padded tensors of the pairs `indices` (e.g. one of `batches`)."""
+        return collate([self.src[i] for i in indices], [self.tgt[i] for i in indices])
 
 
 class TokenBatchSampler:
