@@ -37,7 +37,8 @@ from tfm.data.batching import inference_batches, pad
 from tfm.data.pipeline import encode_split, load_texts
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tfm.evaluation import DecodeSettings, translate_ids
-from tfm.run import RunPaths, load_trained
+from tfm.rundir.model_file import load_trained
+from tfm.rundir.paths import RunPaths
 from tfm.training.loop import _optimizer_step
 from tfm.transformer import Transformer, beam_search, greedy_decode_uncached
 

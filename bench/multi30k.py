@@ -198,8 +198,8 @@ def best_alpha(options: list[str], alphas: list[float]) -> float:
 
 def training_minutes(run: Path) -> float:
     """The training clock (`train.max_minutes` counts it) of the checkpoint a resume would take."""
-    from tfm.checkpoint_store import CheckpointStore
-    from tfm.run import RunPaths
+    from tfm.rundir.paths import RunPaths
+    from tfm.rundir.store import CheckpointStore
 
     newest = CheckpointStore(RunPaths(run).checkpoints).latest_loadable()
     return newest.state["progress"]["elapsed_s"] / 60

@@ -28,7 +28,7 @@ from tfm.commands import open_decoding  # noqa: E402
 from tfm.data.pipeline import prepare_splits  # noqa: E402
 from tfm.evaluation import DecodeSettings, Model, score_translations, split_nbest  # noqa: E402
 from tfm.reranking import Reranker  # noqa: E402
-from tfm.run import TrainedModel  # noqa: E402
+from tfm.rundir.model_file import TrainedModel  # noqa: E402
 
 log = logging.getLogger("rerank_sweep")
 

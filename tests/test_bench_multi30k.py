@@ -75,7 +75,7 @@ def test_a_resume_without_a_run_says_which_config_is_missing(bench, tmp_path):
 def test_the_parameter_count_counts_tied_weights_once(bench, tmp_path, stored_apart):
     # A model file written from a GPU before tied weights were kept tied held a tied tensor once
     # per name; the count is the model's either way.
-    from tfm.run import save_weights
+    from tfm.rundir.model_file import save_weights
     from tfm.transformer import build_model
 
     args = dict(src_vocab_size=20000, tgt_vocab_size=20000, d_model=64, n_heads=2,

@@ -56,7 +56,8 @@ def run(tmp_path_factory):
 def test_split(run):
     """The toy test split's English and German sides."""
     from tfm.data.pipeline import prepare_splits
-    from tfm.run import find_run, load_trained
+    from tfm.rundir.model_file import load_trained
+    from tfm.rundir.paths import find_run
 
     trained = load_trained(find_run(run), torch.device("cpu"))
     splits, _ = prepare_splits(trained.config.data, trained.config.tokenizer, ("test",),
@@ -87,7 +88,8 @@ def test_the_run_translates_both_directions(run, test_split, tmp_path):
 def test_it_reranks_its_own_beam_as_the_reverse_model(run, test_split):
     from tfm.evaluation import DecodeSettings
     from tfm.reranking import Reranker
-    from tfm.run import find_run, load_trained
+    from tfm.rundir.model_file import load_trained
+    from tfm.rundir.paths import find_run
 
     found = scores("--run", str(run), "--split", "test", "--rerank-with", str(run),
                    "--rerank-weight", "0.5")  # fmt: skip

@@ -241,7 +241,8 @@ def nbest_rows(stdout: str) -> list[tuple[int, float, str]]:
 def test_n_best_prints_each_sentences_best_hypotheses_with_their_scores(trained, workdir):
     from tfm.data.tokenizer import EOS_ID
     from tfm.evaluation import DecodeSettings, translate_nbest_ids
-    from tfm.run import find_run, load_trained
+    from tfm.rundir.model_file import load_trained
+    from tfm.rundir.paths import find_run
 
     sentences = ["i see the dog", "", "the big dog sees the small cat"]
     result = invoke("translate", "--n-best", "3", "--beam-size", "4", input="\n".join(sentences))
@@ -287,7 +288,7 @@ def noisy_copy(run: Path, to: Path) -> Path:
     writes the same tokens (an ensemble member that disagrees with the original now and then)."""
     import shutil
 
-    from tfm.run import load_model_file, save_weights
+    from tfm.rundir.model_file import load_model_file, save_weights
 
     shutil.copytree(run, to)
     state = load_model_file(to / "best.pt")
@@ -302,7 +303,8 @@ def noisy_copy(run: Path, to: Path) -> Path:
 def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(trained, workdir, tmp_path):
     from tfm.data.tokenizer import EOS_ID
     from tfm.evaluation import DecodeSettings, translate_ids, translate_nbest_ids
-    from tfm.run import RunPaths, load_trained
+    from tfm.rundir.model_file import load_trained
+    from tfm.rundir.paths import RunPaths
     from tfm.transformer import Ensemble
 
     run = workdir / "runs" / "tiny"
@@ -375,7 +377,8 @@ def test_rerank_with_a_reverse_run_rescores_the_whole_beam(trained, workdir, rev
     from tfm.data.pipeline import prepare_splits
     from tfm.evaluation import DecodeSettings, translate_nbest_ids
     from tfm.reranking import Reranker
-    from tfm.run import find_run, load_trained
+    from tfm.rundir.model_file import load_trained
+    from tfm.rundir.paths import find_run
 
     flags = ["--split", "test", "--rerank-with", str(reverse_run)]
     result = invoke("eval", "--json", *flags, "--rerank-weight", "0.7", "--output", "hyp.txt")
@@ -434,7 +437,8 @@ def test_the_reverse_model_prefers_the_translation_that_keeps_the_source(trained
     from tfm.data.pipeline import prepare_splits
     from tfm.evaluation import DecodeSettings
     from tfm.reranking import Reranker
-    from tfm.run import find_run, load_trained
+    from tfm.rundir.model_file import load_trained
+    from tfm.rundir.paths import find_run
 
     forward = load_trained(find_run(None), torch.device("cpu"))
     reverse = load_trained(find_run(reverse_run), torch.device("cpu"))

@@ -12,7 +12,7 @@ from tfm.diagnostics import (
     overfitting_warning,
     repetition_warning,
 )
-from tfm.metrics_log import read_metrics
+from tfm.rundir.metrics import read_metrics
 from tfm.training import session, train
 
 HEALTHY = [f"der Hund sieht {n} Katzen ." for n in range(18)] + ["ja .", "ja ."]

@@ -13,7 +13,7 @@ from tfm.cli import app
 from tfm.config import load_config, to_yaml
 from tfm.data.tokenizer import train_tokenizer
 from tfm.errors import UsageError
-from tfm.run import save_model
+from tfm.rundir.model_file import save_model
 from tfm.transformer import MultiHeadAttention, build_model, greedy_decode
 from tfm.visual import curves, positional
 from tfm.visual.attention import sentence_attention

@@ -387,8 +387,8 @@ def average(
     _setup_logging()
 
     def body() -> int:
-        from tfm.averaging import average_checkpoints
-        from tfm.run import find_run
+        from tfm.rundir.averaging import average_checkpoints
+        from tfm.rundir.paths import find_run
 
         typer.echo(average_checkpoints(find_run(run), out, last=last, best=best))
         return 0

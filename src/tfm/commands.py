@@ -19,7 +19,8 @@ from tfm.evaluation import (
     translate_texts_nbest,
 )
 from tfm.reranking import Reranker
-from tfm.run import TrainedModel, find_run, load_trained
+from tfm.rundir.model_file import TrainedModel, load_trained
+from tfm.rundir.paths import find_run
 from tfm.transformer import Ensemble
 
 log = logging.getLogger(__name__)

@@ -25,6 +25,8 @@ SPLITS = ("train", "validation", "test")
 
 
 class StrictModel(BaseModel):
+    """A config section: unknown keys are errors, and assignments are validated too."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
@@ -37,15 +39,32 @@ class SourceConfig(StrictModel):
     - `jsonl`: one JSON object per line; `fields` maps a language code to its field name.
     - `hub`: a HuggingFace hub dataset `name` (with `split`, `fields`); needs network.
     - `disk`: a folder written by `datasets.save_to_disk` (with `split`, `fields`).
+
     Relative paths are resolved from the current directory.
     """
 
-    format: Literal["toy", "text", "tsv", "jsonl", "hub", "disk"]
-    path: str | None = None
-    name: str | None = None
-    split: str | None = None
-    fields: dict[str, str] = Field(default_factory=dict)
-    columns: list[str] | None = None
+    format: Literal["toy", "text", "tsv", "jsonl", "hub", "disk"] = Field(
+        description="Kind of source: the toy corpus, text files, TSV, JSON lines, hub or disk."
+    )
+    path: str | None = Field(
+        None, description="File prefix (text), file (tsv, jsonl) or folder (disk) to read."
+    )
+    name: str | None = Field(
+        None, description="HuggingFace hub dataset name (hub), e.g. `bentrevett/multi30k`."
+    )
+    split: str | None = Field(
+        None, description="Split of the dataset to read (hub, disk), e.g. `validation`."
+    )
+    fields: dict[str, str] = Field(
+        default_factory=dict,
+        description="Language code to the field holding its text (jsonl, hub, disk); `a.b` is "
+        "nested; a language not named here is its own field name.",
+    )
+    columns: list[str] | None = Field(
+        None,
+        description="Language code of each column in file order (tsv); null: "
+        "`[src_lang, tgt_lang]`.",
+    )
 
     @model_validator(mode="after")
     def _needs(self) -> SourceConfig:
@@ -68,10 +87,18 @@ class SourceConfig(StrictModel):
 
 
 class ToyConfig(StrictModel):
-    n_train: int = Field(20_000, ge=1, le=1_000_000)
-    n_validation: int = Field(1_000, ge=1, le=100_000)
-    n_test: int = Field(1_000, ge=1, le=100_000)
-    seed: int = 0
+    """Size and seed of the built-in toy English–German corpus (sources of format `toy`)."""
+
+    n_train: int = Field(
+        20_000, ge=1, le=1_000_000, description="Sentence pairs in the toy training split."
+    )
+    n_validation: int = Field(
+        1_000, ge=1, le=100_000, description="Sentence pairs in the toy validation split."
+    )
+    n_test: int = Field(
+        1_000, ge=1, le=100_000, description="Sentence pairs in the toy test split."
+    )
+    seed: int = Field(0, description="Seed of the toy corpus generator; another seed, other pairs.")
 
 
 def _toy() -> SourceConfig:
@@ -79,39 +106,91 @@ def _toy() -> SourceConfig:
 
 
 class DataConfig(StrictModel):
-    src_lang: str = "en"
-    tgt_lang: str = "de"
-    train: SourceConfig = Field(default_factory=_toy)
-    validation: SourceConfig = Field(default_factory=_toy)
-    test: SourceConfig = Field(default_factory=_toy)
-    toy: ToyConfig = Field(default_factory=ToyConfig)
-    # Training pairs with more BPE tokens than this on either side are dropped (counted, reported).
-    max_length: int = Field(128, ge=1)
+    """The language pair, where each split comes from, and the training length limit."""
+
+    src_lang: str = Field("en", description="Language code of the source side, e.g. `en`.")
+    tgt_lang: str = Field(
+        "de", description="Language code of the target side; not the same as `src_lang`."
+    )
+    train: SourceConfig = Field(default_factory=_toy, description="Source of the training split.")
+    validation: SourceConfig = Field(
+        default_factory=_toy, description="Source of the validation split (early stopping, best)."
+    )
+    test: SourceConfig = Field(
+        default_factory=_toy, description="Source of the test split (`tfm eval`)."
+    )
+    toy: ToyConfig = Field(
+        default_factory=ToyConfig, description="The toy corpus, for sources of format `toy`."
+    )
+    max_length: int = Field(
+        128,
+        ge=1,
+        description="Training pairs with more BPE tokens than this on either side are dropped "
+        "(counted and reported); validation and test keep every pair.",
+    )
 
 
 class TokenizerConfig(StrictModel):
-    vocab_size: int = Field(8000, ge=64)
-    min_frequency: int = Field(2, ge=1)
-    joint: bool = True  # one vocabulary for source and target (allows shared embeddings)
-    bpe_dropout: float = Field(0.0, ge=0.0, lt=1.0)  # training only; data/bpe_dropout.py
-    bpe_dropout_sides: Literal["both", "source", "target"] = "both"  # which text it re-segments
+    """The byte-pair encoding (BPE) vocabulary learnt from the training split."""
+
+    vocab_size: int = Field(
+        8000, ge=64, description="BPE vocabulary size, special tokens included (each, if separate)."
+    )
+    min_frequency: int = Field(
+        2, ge=1, description="Fewest occurrences of a pair of pieces for BPE to merge it."
+    )
+    joint: bool = Field(
+        True, description="One vocabulary for source and target (needed to share embeddings)."
+    )
+    bpe_dropout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="BPE-dropout: chance to skip each merge when re-segmenting training text each "
+        "epoch; 0: off.",
+    )
+    bpe_dropout_sides: Literal["both", "source", "target"] = Field(
+        "both", description="Which side of the training pairs BPE-dropout re-segments."
+    )
 
 
 class ModelConfig(StrictModel):
-    d_model: int = Field(512, ge=8)
-    n_heads: int = Field(8, ge=1)
-    n_encoder_layers: int = Field(6, ge=1)
-    n_decoder_layers: int = Field(6, ge=1)
-    d_ff: int = Field(2048, ge=1)
-    dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    activation_dropout: float = Field(0.0, ge=0.0, lt=1.0)  # on the feed-forward hidden units
+    """The encoder–decoder Transformer's shape and regularisation (§3, §5.4)."""
+
+    d_model: int = Field(512, ge=8, description="Width of embeddings and every layer's output.")
+    n_heads: int = Field(8, ge=1, description="Attention heads per layer; must divide `d_model`.")
+    n_encoder_layers: int = Field(6, ge=1, description="Layers in the encoder stack.")
+    n_decoder_layers: int = Field(6, ge=1, description="Layers in the decoder stack.")
+    d_ff: int = Field(2048, ge=1, description="Hidden width of each feed-forward block.")
+    dropout: float = Field(
+        0.1,
+        ge=0.0,
+        lt=1.0,
+        description="Residual dropout, on each sub-layer's output and the "
+        "embeddings plus positions (§5.4).",
+    )
+    attention_dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Dropout on the attention weights."
+    )
+    activation_dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Dropout on the feed-forward hidden units."
+    )
     word_dropout: float = Field(0.0, ge=0.0, lt=1.0)  # whole token embeddings, source and target
-    activation: Literal["relu", "gelu"] = "relu"
-    norm_position: Literal["post", "pre"] = "post"
-    share_embeddings: bool = True
-    tie_output: bool = True
-    max_len: int = Field(256, ge=8)
+    activation: Literal["relu", "gelu"] = Field("relu", description="Feed-forward activation.")
+    norm_position: Literal["post", "pre"] = Field(
+        "post", description="Layer norm after each residual sum (post, §3.1) or before (pre)."
+    )
+    share_embeddings: bool = Field(
+        True, description="One embedding table for source and target; needs `tokenizer.joint`."
+    )
+    tie_output: bool = Field(
+        True, description="The output projection reuses the target embedding weights (§3.4)."
+    )
+    max_len: int = Field(
+        256,
+        ge=8,
+        description="Positions in the positional table: the longest source and output, in tokens.",
+    )
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ModelConfig:
@@ -121,50 +200,130 @@ class ModelConfig(StrictModel):
 
 
 class TrainConfig(StrictModel):
-    seed: int = 0
-    max_steps: int | None = Field(None, ge=1)
-    max_epochs: int | None = Field(30, ge=1)
-    max_minutes: float | None = Field(None, gt=0)
-    max_tokens: int = Field(4096, ge=16)  # per batch, padding included
-    accumulate: int = Field(1, ge=1)  # batches per optimizer step
-    lr: float | None = Field(None, gt=0)  # peak; None: d_model^-0.5 * warmup^-0.5 (§5.3)
-    warmup_steps: int = Field(4000, ge=1)
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = Field(1e-9, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
+    """Budgets, optimizer, schedule, validation, checkpoints and hardware of a training run."""
+
+    seed: int = Field(0, description="Seed of initial weights, batch order and dropout.")
+    max_steps: int | None = Field(
+        None, ge=1, description="Stop after this many optimizer steps; null: no step limit."
+    )
+    max_epochs: int | None = Field(
+        30, ge=1, description="Stop after this many epochs; null: no epoch limit."
+    )
+    max_minutes: float | None = Field(
+        None, gt=0, description="Stop after this many minutes of training; null: no time limit."
+    )
+    max_tokens: int = Field(
+        4096,
+        ge=16,
+        description="Tokens per batch: sentences times the longer side's padded length.",
+    )
+    accumulate: int = Field(
+        1, ge=1, description="Batches whose gradients are summed into one optimizer step."
+    )
+    lr: float | None = Field(
+        None,
+        gt=0,
+        description="Peak learning rate, reached at the end of warm-up; null: "
+        "`d_model`^-0.5 · `warmup_steps`^-0.5 (§5.3).",
+    )
+    warmup_steps: int = Field(
+        4000, ge=1, description="Steps of linear warm-up, then decay as 1/sqrt(step) (§5.3)."
+    )
+    betas: tuple[float, float] = Field(
+        (0.9, 0.98), description="AdamW's β1 and β2, the decay rates of its moment estimates."
+    )
+    eps: float = Field(1e-9, gt=0, description="AdamW's ε, added to the denominator.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW's decoupled weight decay; 0: off.")
+    label_smoothing: float = Field(
+        0.1,
+        ge=0.0,
+        lt=1.0,
+        description="Label smoothing ε_ls (§5.4): the share of each target's probability spread "
+        "over the vocabulary.",
+    )
     rdrop_alpha: float = Field(0.0, ge=0.0)  # R-Drop weight α; 0: off (loss.rdrop_loss_sum)
-    bidirectional_epochs: int = Field(0, ge=0)  # first N epochs also reversed (data/bidirectional)
-    clip_norm: float | None = Field(1.0, gt=0)
-    validate_every: int = Field(1000, ge=1)  # steps
-    checkpoint_every: int | None = Field(None, ge=1)  # steps; extra checkpoints for averaging
-    validation_samples: int = Field(3, ge=0)  # sample translations logged at each validation
-    early_stopping_metric: Literal["bleu", "chrf", "loss"] = "bleu"
-    patience: int | None = Field(None, ge=1)  # validations without improvement; None: off
-    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    compile: bool = False  # torch.compile the model for training steps
-    log_every: int = Field(50, ge=1)
-    keep_last: int = Field(3, ge=1)
-    keep_best: int = Field(1, ge=1)
-    max_nonfinite: int = Field(5, ge=1)  # consecutive skipped updates before training stops
+    bidirectional_epochs: int = Field(
+        0,
+        ge=0,
+        description="The first N epochs also train on every pair reversed (needs "
+        "`tokenizer.joint`); 0: off.",
+    )
+    clip_norm: float | None = Field(
+        1.0, gt=0, description="Largest gradient norm before clipping; null: no clipping."
+    )
+    validate_every: int = Field(
+        1000,
+        ge=1,
+        description="Steps between validations, each of which writes a checkpoint; training also "
+        "validates when it stops.",
+    )
+    checkpoint_every: int | None = Field(
+        None,
+        ge=1,
+        description="Steps between extra checkpoints (for averaging); null: only at validations.",
+    )
+    validation_samples: int = Field(
+        3, ge=0, description="Sample translations logged at each validation."
+    )
+    early_stopping_metric: Literal["bleu", "chrf", "loss"] = Field(
+        "bleu", description="Validation score that decides the best model and early stopping."
+    )
+    patience: int | None = Field(
+        None,
+        ge=1,
+        description="Stop after this many validations without improvement; null: never.",
+    )
+    device: Literal["auto", "cpu", "cuda", "mps"] = Field(
+        "auto", description="Device to train on; auto: CUDA, else Apple MPS, else CPU."
+    )
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="Arithmetic: fp32, or bf16 autocast; auto: fp32 (measured faster)."
+    )
+    compile: bool = Field(False, description="torch.compile the model for training steps.")
+    log_every: int = Field(50, ge=1, description="Steps between training log lines.")
+    keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
+    keep_best: int = Field(1, ge=1, description="Best checkpoints kept, by validation score.")
+    max_nonfinite: int = Field(
+        5,
+        ge=1,
+        description="Consecutive updates skipped for a non-finite loss or gradient before "
+        "training stops with an error.",
+    )
 
 
 class DecodingConfig(StrictModel):
-    max_len_a: float = Field(1.5, ge=0)  # output limit: a * source_length + b tokens
-    max_len_b: int = Field(10, ge=1)
-    beam_size: int = Field(1, ge=1)
-    length_penalty: float = Field(0.6, ge=0)
-    max_tokens: int = Field(8000, ge=16)  # source tokens per decoding batch
+    """How `tfm eval`, `tfm translate` and validation decode."""
+
+    max_len_a: float = Field(
+        1.5, ge=0, description="Output limit a · source length + b tokens: the a."
+    )
+    max_len_b: int = Field(
+        10, ge=1, description="Output limit a · source length + b tokens: the b."
+    )
+    beam_size: int = Field(1, ge=1, description="Beam search width; 1: greedy decoding.")
+    length_penalty: float = Field(
+        0.6,
+        ge=0,
+        description="GNMT length penalty α for beam search; higher favours longer output.",
+    )
+    max_tokens: int = Field(8000, ge=16, description="Source tokens per decoding batch.")
 
 
 class Config(StrictModel):
-    run_dir: str = "runs/default"
-    data: DataConfig = Field(default_factory=DataConfig)
-    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    decoding: DecodingConfig = Field(default_factory=DecodingConfig)
+    """A whole tfm configuration: the run directory and one section per concern."""
+
+    run_dir: str = Field(
+        "runs/default", description="Directory of the run: checkpoints, logs, tokenizer, model."
+    )
+    data: DataConfig = Field(default_factory=DataConfig, description="The corpus.")
+    tokenizer: TokenizerConfig = Field(
+        default_factory=TokenizerConfig, description="The subword vocabulary."
+    )
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The Transformer.")
+    train: TrainConfig = Field(default_factory=TrainConfig, description="Training.")
+    decoding: DecodingConfig = Field(
+        default_factory=DecodingConfig, description="Decoding for evaluation and translation."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import NamedTuple
 
-from tfm.metrics_log import series
+from tfm.rundir.metrics import series
 
 MIN_HYPOTHESES = 10  # fewer than this: too few to call a share degenerate
 IDENTICAL_SHARE = 0.3

@@ -7,9 +7,9 @@ import torch
 from tiny_run import logged_losses, write_tiny_config
 from torch._dynamo.utils import counters
 
-from tfm.checkpoint import load_checkpoint
 from tfm.config import load_config
 from tfm.errors import UsageError
+from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import data_parallel, train
 
 STEPS = 4

@@ -9,9 +9,9 @@ import torch
 from tiny_run import logged_losses, write_tiny_config
 from typer.testing import CliRunner
 
-from tfm.checkpoint import load_checkpoint
 from tfm.cli import app
 from tfm.config import load_config
+from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import train
 
 pytestmark = [

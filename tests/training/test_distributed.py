@@ -19,8 +19,8 @@ import pytest
 import torch
 from tiny_run import write_tiny_config
 
-from tfm.checkpoint import load_checkpoint
 from tfm.config import load_config
+from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import loop, train
 from tfm.training.data_parallel import shard
 from tfm.training.distributed import from_environment

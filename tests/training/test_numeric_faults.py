@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from tfm.checkpoint import load_checkpoint
 from tfm.errors import CheckpointError, TrainingError
+from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import loop, session, train
 
 
@@ -60,7 +60,7 @@ def test_nan_validation_score_is_never_best(tmp_path, monkeypatch, tiny_config):
 
 
 def test_non_finite_weights_are_never_written(tmp_path):
-    from tfm.run import save_model
+    from tfm.rundir.model_file import save_model
     from tfm.transformer import build_model
 
     model = build_model(src_vocab_size=8, tgt_vocab_size=8, d_model=8, n_heads=2,

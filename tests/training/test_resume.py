@@ -8,13 +8,14 @@ import json
 import pytest
 import torch
 
-from tfm.checkpoint import load_checkpoint, save_checkpoint
-from tfm.checkpoint_store import CheckpointStore
 from tfm.config import load_config
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
-from tfm.run import RunPaths, load_trained
+from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
+from tfm.rundir.model_file import load_trained
+from tfm.rundir.paths import RunPaths
+from tfm.rundir.store import CheckpointStore
 from tfm.training import session as session_module
 from tfm.training import train
 

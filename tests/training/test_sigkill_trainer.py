@@ -7,8 +7,8 @@ import time
 
 from test_interrupt import losses, tfm, write_config
 
-from tfm.checkpoint import load_checkpoint
-from tfm.checkpoint_store import CheckpointStore
+from tfm.rundir.checkpoint import load_checkpoint
+from tfm.rundir.store import CheckpointStore
 
 KILLS = 10
 

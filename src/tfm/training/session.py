@@ -13,8 +13,6 @@ from pathlib import Path
 import torch
 from pydantic import ValidationError
 
-from tfm.checkpoint import atomic_write_text
-from tfm.checkpoint_store import CheckpointStore, LoadedCheckpoint
 from tfm.config import Config, to_yaml
 from tfm.data.batching import EpochData, TokenBatchSampler
 from tfm.data.bidirectional import both_directions
@@ -25,8 +23,11 @@ from tfm.device import autocast, resolve_precision, select_device
 from tfm.diagnostics import degenerate_warnings
 from tfm.errors import UsageError
 from tfm.evaluation import DecodeSettings, evaluate_split
-from tfm.metrics_log import read_metrics
-from tfm.run import RunPaths, is_finite_score, on_cpu, remember_run, save_model
+from tfm.rundir.atomic import atomic_write_text
+from tfm.rundir.metrics import append_event, read_metrics, truncate_metrics
+from tfm.rundir.model_file import on_cpu, save_model
+from tfm.rundir.paths import RunPaths, remember_run
+from tfm.rundir.store import CheckpointStore, LoadedCheckpoint, finite_score
 from tfm.training.schedule import build_optimizer
 from tfm.training.state import Progress, restore_rng_state, rng_state
 from tfm.transformer import Transformer, build_model
@@ -105,8 +106,7 @@ class Session:
         return autocast(self.device, self.dtype)
 
     def write_metrics(self, event: dict) -> None:
-        with self.paths.metrics.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(event) + "\n")
+        append_event(self.paths.metrics, event)
 
     def state(self) -> dict:
         return {
@@ -173,13 +173,13 @@ class Session:
                 log.warning("step %d: %s", p.step, finding)
                 self.warned_at[finding.kind] = p.step
         metric = t.early_stopping_metric
-        score = -scores["loss"] if metric == "loss" else scores[metric]
-        if is_finite_score(score) and (p.best_score is None or score > p.best_score):
+        score = finite_score(-scores["loss"] if metric == "loss" else scores[metric])
+        if score is not None and (p.best_score is None or score > p.best_score):
             p.best_score, p.best_step, p.validations_without_gain = score, p.step, 0
             self._save_model(self.paths.best)
         else:
             p.validations_without_gain += 1
-        self.save_checkpoint(score if is_finite_score(score) else None)
+        self.save_checkpoint(score)
         return t.patience is not None and p.validations_without_gain >= t.patience
 
 
@@ -272,7 +272,7 @@ def open_session(
     if writer:
         if checkpoint:
             atomic_write_text(to_yaml(session.config), paths.config)
-            _truncate_metrics(paths.metrics, session.progress.step)
+            truncate_metrics(paths.metrics, session.progress.step)
         remember_run(paths.root)
     return session
 
@@ -397,15 +397,6 @@ def _as_current_schema(stored: dict) -> dict:
         return Config.model_validate(stored).model_dump(mode="json")
     except ValidationError:  # a key this version no longer has: compare as stored
         return stored
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop metric events past the checkpoint, so a resumed run's log reads as one run."""
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line)["step"] <= step]  # fmt: skip
-    atomic_write_text("".join(line + "\n" for line in kept), path)
 
 
 def _fingerprint(split: EncodedSplit) -> str:

@@ -118,7 +118,8 @@ def plot_sentence_attention(
     head: int | None = None,
 ) -> Path:
     """`tfm attention`: load the run's model on the CPU, translate, draw; returns the path."""
-    from tfm.run import find_run, load_trained
+    from tfm.rundir.model_file import load_trained
+    from tfm.rundir.paths import find_run
     from tfm.visual.attention_plot import draw_attention
     from tfm.visual.figure import check_output_path
 

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from tfm.errors import UsageError
-from tfm.metrics_log import read_metrics, series
+from tfm.rundir.metrics import read_metrics, series
 from tfm.visual.figure import check_output_path, new_figure, save_figure
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def plot_run(run: str | Path | None, out: Path | None = None) -> Path:
     """`tfm plot`: the curves of a run (default: the last one trained here); returns the path
     written (default: curves.png in the run directory)."""
     from tfm.config import load_config
-    from tfm.run import RunPaths, find_run
+    from tfm.rundir.paths import RunPaths, find_run
 
     if out is not None:
         check_output_path(out)

@@ -6,9 +6,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tfm.checkpoint import load_checkpoint
-from tfm.checkpoint_store import CheckpointStore
 from tfm.cli import app
+from tfm.rundir.checkpoint import load_checkpoint
+from tfm.rundir.store import CheckpointStore
 from tfm.training import train
 
 

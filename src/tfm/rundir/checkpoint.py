@@ -1,9 +1,8 @@
-"""Crash-safe checkpoint files that load without running code.
+"""Checkpoint files that load without running code.
 
-Writes go to a temporary file in the same folder, are fsynced and then renamed over the target, so
-a crash, SIGKILL or full disk leaves either the old file or the new one, never half of one. Loads
-always use `torch.load(weights_only=True)`, so a checkpoint can hold only tensors and plain
-containers; anything else is refused instead of unpickled.
+Saves are atomic (`tfm.rundir.atomic`): a crash leaves the old file or the new one. Loads always
+use `torch.load(weights_only=True)`, so a checkpoint can hold only tensors and plain containers;
+anything else is refused instead of unpickled.
 
 What callers must convert before saving (saving refuses anything else, naming the key):
 - allowed: tensors, dict/OrderedDict, list, tuple, set, str, bytes, int, float, complex, bool, None,
@@ -14,14 +13,9 @@ What callers must convert before saving (saving refuses anything else, naming th
   an array, so convert it with `.tolist()`. `torch.Generator` objects: save `.get_state()`.
 """
 
-import errno
-import logging
-import os
 import pickletools
-import secrets
 import zipfile
 from collections import OrderedDict
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -29,73 +23,14 @@ import torch
 
 from tfm import __version__
 from tfm.errors import CheckpointError
-
-logger = logging.getLogger(__name__)
+from tfm.rundir.atomic import PathLike, atomic_save
+from tfm.rundir.failure import brief_error
 
 FORMAT_VERSION = 1
 """Bumped whenever a checkpoint's layout changes; files with a larger number are refused."""
 
-PathLike = str | os.PathLike[str]
-
 _LEAVES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
 _SEQUENCES = (list, tuple, set, torch.Size)
-
-
-def brief_error(exc: BaseException) -> str:
-    """One line for a cause: torch's messages run over several lines and sentences."""
-    cause: BaseException | None = exc
-    for _ in range(4):  # torch wraps a full disk in a RuntimeError
-        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:
-            return "no space left on device; free some disk space and retry"
-        cause = None if cause is None else cause.__cause__ or cause.__context__
-    context = exc.__context__
-    if str(exc).startswith("Weights only load failed") and context is not None:
-        exc = context  # the unpickler's own reason is in the chained exception
-    lines = str(exc).strip().splitlines()
-    text = lines[0].split(". ")[0] if lines else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    try:
-        with open(tmp, "xb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if not isinstance(exc, Exception):
-            raise  # KeyboardInterrupt and friends keep their meaning
-        raise CheckpointError(
-            f"cannot write {path} ({brief_error(exc)}); the previous file, if any, is unchanged"
-        ) from exc
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable; some platforms cannot open a folder, which is harmless."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        logger.warning("could not fsync folder %s after writing: %s", directory, exc)
-    finally:
-        os.close(fd)
-
-
-def atomic_save(obj: object, path: PathLike) -> None:
-    """`torch.save` obj to path so that path holds the old or the new content even after a crash."""
-    _atomic_write(Path(path), lambda file: torch.save(obj, file))
-
-
-def atomic_write_text(text: str, path: PathLike) -> None:
-    """Write a small UTF-8 text file (JSON, YAML) with the same crash safety as `atomic_save`."""
-    _atomic_write(Path(path), lambda file: file.write(text.encode("utf-8")))
 
 
 def _check_plain(value: object, where: str) -> None:
@@ -114,7 +49,7 @@ def _check_plain(value: object, where: str) -> None:
         return
     raise TypeError(
         f"{where} is a {kind.__module__}.{kind.__qualname__}, which weights_only loading refuses; "
-        "convert it to tensors, lists, dicts or numbers (see the tfm.checkpoint docstring)"
+        "convert it to tensors, lists, dicts or numbers (see the tfm.rundir.checkpoint docstring)"
     )
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import torch
 
-from tfm.checkpoint import load_checkpoint
-from tfm.checkpoint_store import CheckpointStore
 from tfm.errors import UsageError
-from tfm.run import RunPaths, save_weights, tie_key
+from tfm.rundir.checkpoint import load_checkpoint
+from tfm.rundir.model_file import save_weights, tie_key
+from tfm.rundir.paths import RunPaths
+from tfm.rundir.store import CheckpointStore
 
 log = logging.getLogger(__name__)
 

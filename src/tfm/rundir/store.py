@@ -1,8 +1,8 @@
 """Step checkpoints of one run, rotated: the newest and the best are kept, the rest deleted.
 
-The files themselves are written and read by `tfm.checkpoint` (atomic, `weights_only`); this module
-decides which exist: `directory/step-{step:08d}.pt` plus an `index.json` recording the order of
-saves and each checkpoint's validation score.
+The files themselves are written and read by `tfm.rundir.checkpoint` (atomic, `weights_only`); this
+module decides which exist: `directory/step-{step:08d}.pt` plus an `index.json` recording the order
+of saves and each checkpoint's validation score.
 """
 
 import json
@@ -15,16 +15,15 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from tfm.checkpoint import (
+from tfm.errors import CheckpointError
+from tfm.rundir.atomic import PathLike, atomic_write_text
+from tfm.rundir.checkpoint import (
     FORMAT_VERSION,
     CorruptCheckpointError,
-    PathLike,
-    atomic_write_text,
-    brief_error,
     load_checkpoint,
     save_checkpoint,
 )
-from tfm.errors import CheckpointError
+from tfm.rundir.failure import brief_error
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,9 @@ class _Entry:
     score: float | None  # None when absent or non-finite: such a checkpoint is never the best
 
 
-def _finite(score: object) -> float | None:
+def finite_score(score: object) -> float | None:
+    """score as a float if it is a finite number, else None: NaN, inf, a missing score or a
+    non-number never counts as a score (neither for the best checkpoint nor for early stopping)."""
     if isinstance(score, bool) or not isinstance(score, int | float):
         return None
     return float(score) if math.isfinite(score) else None
@@ -97,7 +98,7 @@ class CheckpointStore:
         entries = [entry for entry in self._entries() if entry.file != path.name]
         score = None if score is None else float(score)
         save_checkpoint({**state, "step": step, "score": score}, path)
-        entries.append(_Entry(path.name, step, _finite(score)))
+        entries.append(_Entry(path.name, step, finite_score(score)))
         kept = self._prune(entries, protect)
         records = [{"file": e.file, "step": e.step, "score": e.score} for e in kept]
         index = {"format_version": FORMAT_VERSION, "checkpoints": records}
@@ -176,7 +177,7 @@ class CheckpointStore:
         try:
             records = json.loads(self._index.read_text(encoding="utf-8"))["checkpoints"]
             return [
-                _Entry(str(r["file"]), int(r["step"]), _finite(r["score"]))
+                _Entry(str(r["file"]), int(r["step"]), finite_score(r["score"]))
                 for r in records
                 if _STEP_FILE.fullmatch(str(r["file"]))
             ]
@@ -195,4 +196,4 @@ class CheckpointStore:
             return _Entry(name, step, None)
         embedded = state.get("step")
         step = embedded if type(embedded) is int else step
-        return _Entry(name, step, _finite(state.get("score")))
+        return _Entry(name, step, finite_score(state.get("score")))

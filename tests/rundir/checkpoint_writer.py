@@ -1,4 +1,4 @@
-"""Helper for test_checkpoint's SIGKILL test: a fork server that saves checkpoints until killed.
+"""Helper for test_store's SIGKILL test: a fork server that saves checkpoints until killed.
 
 Usage: python checkpoint_writer.py DIRECTORY. Imports torch once, then for every line read on
 stdin forks a child that resumes from the newest loadable checkpoint in DIRECTORY and keeps saving
@@ -14,7 +14,7 @@ import traceback
 
 import torch
 
-from tfm.checkpoint_store import CheckpointStore
+from tfm.rundir.store import CheckpointStore
 
 SIZE = 1_000_000  # 4 MB of float32: a write takes long enough to be killed in the middle
 

@@ -1,87 +1,23 @@
-"""A run directory: what training leaves behind and what eval/translate need.
+"""Model files (`best.pt`, `last.pt`): a model's weights with what is needed to rebuild it.
 
-    run_dir/
-      config.yaml        the resolved config the run was trained with
-      tokenizer.json     the BPE tokenizer (see tfm.data.tokenizer for separate vocabularies)
-      best.pt            model weights with the best validation score (+ how to build the model)
-      last.pt            model weights after the last step
-      checkpoints/       full training states (model, optimizer, RNGs, data position) for --resume
-      metrics.jsonl      one JSON object per event, each with "step"
-
-The run most recently trained from a directory is remembered in `.tfm/last_run` there, so that
-`tfm train && tfm eval && tfm translate` works without naming the run.
+A model file is a checkpoint (`tfm.rundir.checkpoint`) holding `kind` "model", `model_args` (the
+keywords of `build_model`), `model` (the state dict, on the CPU, tied weights stored once), `step`
+and `tokenizer_fingerprint`, so that a model is never paired with another run's tokenizer.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from tfm.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint
 from tfm.config import Config, load_config
 from tfm.data.tokenizer import Tokenizer
-from tfm.errors import CheckpointError, UsageError
+from tfm.errors import CheckpointError
+from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
+from tfm.rundir.paths import RunPaths
 from tfm.transformer import Transformer, build_model
-
-LAST_RUN_FILE = Path(".tfm") / "last_run"
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    root: Path
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def best(self) -> Path:
-        return self.root / "best.pt"
-
-    @property
-    def last(self) -> Path:
-        return self.root / "last.pt"
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
-
-    @property
-    def metrics(self) -> Path:
-        return self.root / "metrics.jsonl"
-
-
-def remember_run(run_dir: Path, cwd: Path | None = None) -> None:
-    """Record `run_dir` as the most recent run trained from `cwd`."""
-    pointer = (cwd or Path.cwd()) / LAST_RUN_FILE
-    pointer.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(str(run_dir.resolve()) + "\n", pointer)
-
-
-def find_run(run: str | Path | None, cwd: Path | None = None) -> RunPaths:
-    """The run named by `--run`, or the one most recently trained from `cwd`."""
-    if run is None:
-        pointer = (cwd or Path.cwd()) / LAST_RUN_FILE
-        if not pointer.is_file():
-            raise UsageError(
-                "no run given and none trained from this directory yet; "
-                "run `tfm train --config CONFIG` first or pass --run DIR"
-            )
-        run = pointer.read_text(encoding="utf-8").strip()
-    paths = RunPaths(Path(run))
-    if not paths.root.is_dir():
-        raise UsageError(
-            f"run directory {paths.root} does not exist; pass --run DIR of a trained run"
-        )
-    if not paths.best.is_file() and not paths.last.is_file():
-        raise UsageError(
-            f"run directory {paths.root} has no trained model (best.pt or last.pt); "
-            "train it first with `tfm train`"
-        )
-    return paths
 
 
 def save_model(
@@ -136,10 +72,6 @@ def load_model_file(path: Path) -> dict:
         if key not in state:
             raise CheckpointError(f"{path} is not a tfm model file (no '{key}')")
     return state
-
-
-def is_finite_score(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
 
 
 @dataclass

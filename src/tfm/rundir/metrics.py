@@ -1,4 +1,4 @@
-"""Reading a run's `metrics.jsonl`: one JSON object per line, each with "step".
+"""A run's `metrics.jsonl`: one JSON object per line, each with "step", appended as training goes.
 
 Training events carry `train_loss`, `lr` and `tokens_per_s`; validation events `val_loss`,
 `val_ppl`, `val_bleu`, `val_bleu_lowercase`, `val_chrf` and `val_length_ratio` (hypothesis /
@@ -13,7 +13,25 @@ import json
 import logging
 from pathlib import Path
 
+from tfm.rundir.atomic import atomic_write_text
+
 log = logging.getLogger(__name__)
+
+
+def append_event(path: Path, event: dict) -> None:
+    """Add one event (a JSON object with "step") as the last line of `path`."""
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(event) + "\n")
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop the events past `step` (the checkpoint resumed from), so a resumed run's log reads as
+    one run."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line)["step"] <= step]  # fmt: skip
+    atomic_write_text("".join(line + "\n" for line in kept), path)
 
 
 def read_metrics(path: Path) -> list[dict]:

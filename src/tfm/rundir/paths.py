@@ -1,0 +1,78 @@
+"""A run directory: what training leaves behind and what eval/translate need.
+
+    run_dir/
+      config.yaml        the resolved config the run was trained with
+      tokenizer.json     the BPE tokenizer (see tfm.data.tokenizer for separate vocabularies)
+      best.pt            model weights with the best validation score (+ how to build the model)
+      last.pt            model weights after the last step
+      checkpoints/       full training states (model, optimizer, RNGs, data position) for --resume
+      metrics.jsonl      one JSON object per event, each with "step"
+
+The run most recently trained from a directory is remembered in `.tfm/last_run` there, so that
+`tfm train && tfm eval && tfm translate` works without naming the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfm.errors import UsageError
+from tfm.rundir.atomic import atomic_write_text
+
+LAST_RUN_FILE = Path(".tfm") / "last_run"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def best(self) -> Path:
+        return self.root / "best.pt"
+
+    @property
+    def last(self) -> Path:
+        return self.root / "last.pt"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+
+def remember_run(run_dir: Path, cwd: Path | None = None) -> None:
+    """Record `run_dir` as the most recent run trained from `cwd`."""
+    pointer = (cwd or Path.cwd()) / LAST_RUN_FILE
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(str(run_dir.resolve()) + "\n", pointer)
+
+
+def find_run(run: str | Path | None, cwd: Path | None = None) -> RunPaths:
+    """The run named by `--run`, or the one most recently trained from `cwd`."""
+    if run is None:
+        pointer = (cwd or Path.cwd()) / LAST_RUN_FILE
+        if not pointer.is_file():
+            raise UsageError(
+                "no run given and none trained from this directory yet; "
+                "run `tfm train --config CONFIG` first or pass --run DIR"
+            )
+        run = pointer.read_text(encoding="utf-8").strip()
+    paths = RunPaths(Path(run))
+    if not paths.root.is_dir():
+        raise UsageError(
+            f"run directory {paths.root} does not exist; pass --run DIR of a trained run"
+        )
+    if not paths.best.is_file() and not paths.last.is_file():
+        raise UsageError(
+            f"run directory {paths.root} has no trained model (best.pt or last.pt); "
+            "train it first with `tfm train`"
+        )
+    return paths
