@@ -136,6 +136,7 @@ def _greedy(
             out = model.decode_step(prefix[:, -1:], cache, need_weights=return_attention)
             logits, cache = out.logits, out.cache  # (B, V)
         else:  # a Transformer (greedy_decode_uncached): re-run the decoder over the prefix
+            assert isinstance(model, Transformer), "uncached decoding needs one Transformer"
             logits = model.decode(prefix, memory, src_ids, last_only=True)[:, -1]  # (B, V)
         next_ids = logits.argmax(dim=-1)  # (B,)
         prefix = torch.cat([prefix, next_ids[:, None]], dim=1)  # (B, 2 + t)

@@ -8,8 +8,9 @@ which trains more stably without warm-up; the stack then ends with one more Laye
 nothing else would normalise the last layer's output.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from torch import Tensor, nn
 
@@ -202,17 +203,26 @@ class Decoder(nn.Module):
     ) -> DecoderCache:
         """An empty cache for decoding against memory (B, S, D), with room for `capacity`
         target positions before it has to grow."""
-        first = self.layers[0].self_attention
+        n_heads = self.decoder_layers[0].self_attention.n_heads
         B, _, D = memory.shape
-        like = memory.new_empty(D // first.n_heads)  # (K,)
+        like = memory.new_empty(D // n_heads)  # (K,)
         return DecoderCache(
             [
-                KeyValueCache.empty(like, batch=B, n_heads=first.n_heads, capacity=capacity)
+                KeyValueCache.empty(like, batch=B, n_heads=n_heads, capacity=capacity)
                 for _ in self.layers
             ],
-            [layer.cross_attention.project_context(memory) for layer in self.layers],
+            self._project_context(memory),
             memory_mask,
         )
+
+    @property
+    def decoder_layers(self) -> list[DecoderLayer]:
+        """The layers, typed (an nn.ModuleList's items are plain modules to a type checker)."""
+        return [cast(DecoderLayer, layer) for layer in self.layers]
+
+    def _project_context(self, memory: Tensor) -> list[KeyValue]:
+        """Each layer's cross-attention keys and values of memory (B, S, D)."""
+        return [layer.cross_attention.project_context(memory) for layer in self.decoder_layers]
 
     def forward(
         self,
@@ -228,8 +238,8 @@ class Decoder(nn.Module):
         if cache is None:
             if memory is None:
                 raise ValueError("Decoder needs memory when no cache is given")
-            cross = [layer.cross_attention.project_context(memory) for layer in self.layers]
-            caches: list[KeyValueCache | None] = [None] * len(self.layers)
+            cross = self._project_context(memory)
+            caches: Sequence[KeyValueCache | None] = [None] * len(self.layers)
         else:
             cross, caches, memory_mask = (
                 cache.cross_attention,

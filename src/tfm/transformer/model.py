@@ -4,7 +4,7 @@ Deviation from §3 (not in the paper): every weight matrix starts Xavier-uniform
 zero; the output projection has no bias.
 """
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -18,7 +18,7 @@ from tfm.transformer.layers import Decoder, DecoderCache, Encoder
 class DecodeStep(NamedTuple):
     logits: Tensor  # (B, V), for the last target position only
     cross_weights: list[Tensor]  # per layer (B, H, T_new, S); empty unless asked for
-    cache: DecoderCache  # the cache including the new positions
+    cache: Any  # the cache including the new positions (a DecoderCache for one model)
 
 
 class Transformer(nn.Module):
