@@ -13,7 +13,7 @@ from tfm.data.bidirectional import BothDirections
 from tfm.data.epochs import EpochPlan
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.errors import ConfigError, UsageError
-from tfm.training import loop, train
+from tfm.training import train
 from tfm.training.session import open_session as open_new_session
 
 
@@ -57,27 +57,23 @@ def test_later_epochs_are_the_pairs_alone_and_epochs_are_seeded(tmp_path, tiny_c
     assert e2.src is session.train_split.src and e2.batches == session.epochs.sampler.epoch(2)
 
 
-def test_training_batches_both_directions_then_one(tmp_path, tiny_config, monkeypatch):
-    seen, totals = [], []
+def test_training_batches_both_directions_then_one(
+    tmp_path, tiny_config, monkeypatch, progress_totals
+):
+    seen = []
 
     def recording_collate(src, tgt, *args, **kwargs):
         seen.extend(zip(map(tuple, src), map(tuple, tgt), strict=True))
         return collate(src, tgt, *args, **kwargs)
 
-    class RecordingBar(loop.tqdm):
-        def __init__(self, *args, total=None, **kwargs):
-            totals.append(total)
-            super().__init__(*args, total=total, **kwargs)
-
     monkeypatch.setattr(batching, "collate", recording_collate)
-    monkeypatch.setattr(loop, "tqdm", RecordingBar)
     config = tiny_config(tmp_path / "run", bidirectional_epochs=2, max_epochs=3)
     result = train(config, progress_bar=False)
     split = session_for(tiny_config(tmp_path / "probe"), resume=False).train_split
     forward = pairs(split)
     assert sorted(seen) == sorted(3 * forward + 2 * reversed_pairs(split))
     assert result.stopped_because == "max_epochs"
-    assert totals == [result.steps]  # the progress bar's total counts the longer epochs
+    assert progress_totals == [result.steps]  # the bar's total counts the longer epochs
 
 
 def losses(run_dir) -> list[float]:

@@ -3,6 +3,11 @@
 `train(config)` is the one entry point. It trains (or resumes) the run in `config.run_dir` until
 a budget (steps, epochs, minutes), early stopping or a stop request ends it, writing `last.pt`,
 `best.pt`, rotating training-state checkpoints and `metrics.jsonl` as it goes.
+
+Every `train.log_every` steps, metrics.jsonl gets the mean loss of the steps since the last line
+and their tokens per second of training time (validation and checkpoints left out). The steps
+since the last line are saved with each checkpoint, so a resumed run logs what the uninterrupted
+run would have. What each epoch trains on is the session's epoch plan (`tfm.data.epochs`).
 """
 
 from __future__ import annotations
@@ -108,7 +113,7 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
     if spent := _budget_spent(session):
         log.info("nothing to train: the run has already reached train.%s", spent)
         return spent
-    window_clock = time.monotonic()  # training time only: restarted after validation
+    window_clock = time.monotonic()  # training time only: restarted after each step's checks
     while t.max_epochs is None or p.epoch < t.max_epochs:
         data = session.epochs.data(p.epoch)
         while p.position < len(data.batches):
