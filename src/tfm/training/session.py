@@ -24,8 +24,9 @@ from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
 from tfm.diagnostics import degenerate_warnings
 from tfm.errors import UsageError
-from tfm.evaluation import DecodeSettings, evaluate_split
 from tfm.metrics_log import read_metrics
+from tfm.prediction.evaluate import evaluate_split
+from tfm.prediction.settings import DecodeSettings
 from tfm.run import RunPaths, is_finite_score, on_cpu, remember_run, save_model
 from tfm.training.schedule import build_optimizer
 from tfm.training.state import Progress, restore_rng_state, rng_state
