@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,66 +19,27 @@ from typing import Annotated
 import typer
 from tqdm import tqdm
 
+from tfm import __version__
+from tfm.cli_options import (
+    BeamOption,
+    ConfigOption,
+    DeviceOption,
+    EnsembleOption,
+    JsonOption,
+    LengthPenaltyOption,
+    OutOption,
+    RerankWeightOption,
+    RerankWithOption,
+    RunOption,
+)
 from tfm.errors import TfmError
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Train, evaluate and run a from-scratch Transformer translation model.",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-RunOption = Annotated[
-    Path | None,
-    typer.Option("--run", help="Run directory; default: the run last trained from this directory."),
-]
-BeamOption = Annotated[
-    int | None,
-    typer.Option("--beam-size", min=1, help="Beam search width; 1 is greedy (default: config)."),
-]
-LengthPenaltyOption = Annotated[
-    float | None,
-    typer.Option(
-        "--length-penalty",
-        min=0.0,
-        help="GNMT length penalty alpha for beam search; higher favours longer output "
-        "(default: config).",
-    ),
-]
-EnsembleOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--ensemble",
-        help="Another run to decode with, as one ensemble with --run (repeatable): each next "
-        "token from the mean of the models' probabilities. The runs must share one tokenizer.",
-    ),
-]
-RerankWithOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--rerank-with",
-        help="A run trained in the reverse direction (target to source language) that reranks "
-        "the beam's hypotheses by how well each explains the source (repeatable: an ensemble). "
-        "The beam is at least 5 unless --beam-size says otherwise.",
-    ),
-]
-RerankWeightOption = Annotated[
-    float | None,
-    typer.Option(
-        "--rerank-weight",
-        min=0.0,
-        help="Weight of the reverse model's per-token log-probability against the beam's "
-        "score; 0 keeps the beam's order (default 1; choose it on the validation split).",
-    ),
-]
-DeviceOption = Annotated[
-    str | None, typer.Option("--device", help="auto, cpu, cuda or mps (default: the config's).")
-]
-ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-OutOption = Annotated[
-    Path | None, typer.Option("--out", help="Picture file: .png (default), .svg or .pdf.")
-]
 
 
 class _TqdmHandler(logging.Handler):
@@ -104,7 +66,8 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 def _command(body: Callable[..., int | None]) -> Callable[..., None]:
     """A command's body run with tfm's logging on stderr, its errors mapped to one line on
-    stderr and their exit codes, and its result (an exit code; None is 0) as the exit code."""
+    stderr and their exit codes, and its result (an exit code; None is 0) as the exit code.
+    A reader of stdout that goes away (`tfm translate ... | head -1`) ends it quietly, exit 0."""
 
     @functools.wraps(body)
     def run(*args, **kwargs) -> None:
@@ -116,10 +79,39 @@ def _command(body: Callable[..., int | None]) -> Callable[..., None]:
         except KeyboardInterrupt:
             typer.echo("tfm: interrupted", err=True)
             raise typer.Exit(130) from None
+        except BrokenPipeError:
+            _discard_stdout()
+            return
         if code:
             raise typer.Exit(code)
 
     return run
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail a second time."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (as under typer's CliRunner)
+        pass
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tfm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Train, evaluate and run a from-scratch Transformer translation model."""
 
 
 @app.command()
@@ -242,8 +234,10 @@ def attention(
 ) -> None:
     """Translate a sentence and draw its attention weights per head; prints the file written
     (default: attention-KIND.png)."""
+    from tfm.commands.input import check_arguments
     from tfm.commands.pictures import plot_attention
 
+    [sentence] = check_arguments([sentence])
     typer.echo(plot_attention(run, sentence, out, kind=kind, layer=layer, head=head))
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfm.config import load_config
+from tfm.device import check_device_name
 from tfm.errors import UsageError
 from tfm.training import StopFlag, train
 
@@ -42,7 +43,7 @@ def train_run(
         raise UsageError("--resume and --overwrite cannot be used together")
     sets = list(overrides)
     if device is not None:
-        sets.append(f"train.device={device}")
+        sets.append(f"train.device={check_device_name(device)}")
     cfg = load_config(config, sets)
     stop = StopFlag()
     previous = _install_stop_handlers(stop)

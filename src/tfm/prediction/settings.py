@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from tfm.config import DecodingConfig
+from tfm.device import check_device_name
 from tfm.transformer import Ensemble, Transformer
 
 Model = Transformer | Ensemble  # one trained model, or several decoding as one
@@ -65,5 +66,7 @@ class DecodeRequest:
     rerank_weight: float | None = None
 
     def __post_init__(self) -> None:
+        if self.device is not None:
+            check_device_name(self.device)
         object.__setattr__(self, "ensemble", tuple(self.ensemble or ()))
         object.__setattr__(self, "rerank_with", tuple(self.rerank_with or ()))

@@ -83,8 +83,11 @@ def _source_batches(
     model.eval()
     limit = model.max_len  # the positional table; decoding caps its output at it too
     clipped = [list(s[: limit - 1]) + [EOS_ID] if len(s) > limit else list(s) for s in sources]
-    if n_long := sum(len(s) > limit for s in sources):
-        log.warning("%d source(s) longer than %d tokens were cut to fit the model", n_long, limit)
+    if long := [i for i, s in enumerate(sources) if len(s) > limit]:
+        named = [str(numbers[i] if numbers is not None else i + 1) for i in long]
+        more = f" and {len(named) - MAX_NAMED} more" if len(named) > MAX_NAMED else ""
+        log.warning("line(s) %s%s: longer than %d tokens, cut to fit the model",
+                    ", ".join(named[:MAX_NAMED]), more, limit)  # fmt: skip
     limits = {"bos_id": BOS_ID, "eos_id": EOS_ID}
     limits.update(max_len_a=settings.max_len_a, max_len_b=settings.max_len_b)
     # A beam multiplies the batch by beam_size; keep the decoding batch's size the same.
