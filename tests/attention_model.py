@@ -1,6 +1,8 @@
 """A tiny untrained model and tokenizer whose attention the prediction and picture tests look
-at (shared by tests/prediction/test_attention.py and tests/visual/test_plots.py)."""
+at, as module-scoped fixtures (the conftest.py of tests/prediction and tests/visual import
+them)."""
 
+import pytest
 import torch
 
 from tfm.data.tokenizer import Tokenizer, train_tokenizer
@@ -13,11 +15,13 @@ MODEL_ARGS = dict(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2,
                   dropout=0.0, max_len=64)  # fmt: skip
 
 
-def tiny_tokenizer() -> Tokenizer:
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
     return train_tokenizer(SRC, TGT, vocab_size=80, min_frequency=1)
 
 
-def tiny_model(tokenizer: Tokenizer) -> Transformer:
+@pytest.fixture(scope="module")
+def model(tokenizer: Tokenizer) -> Transformer:
     """2+2 layers, 4 heads, d_model 32, seeded: the same weights every time."""
     torch.manual_seed(0)
     return build_model(**vocab_sizes(tokenizer), **MODEL_ARGS).eval()

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import matplotlib.image
 import pytest
 import torch
-from attention_model import MODEL_ARGS, SENTENCE, tiny_model, tiny_tokenizer, vocab_sizes
+from attention_model import MODEL_ARGS, SENTENCE, vocab_sizes
 from typer.testing import CliRunner
 
 from tfm.cli import app
@@ -19,16 +19,6 @@ from tfm.visual.attention import attention_layout
 from tfm.visual.figure import DPI
 
 DECODING = {"max_len_a": 0.5, "max_len_b": 2}  # short translations: few labels to draw
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model(tokenizer):
-    return tiny_model(tokenizer)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
 The sentence is translated greedily (cached, fast path); then the model runs once more over the
 source and the tokens it produced with `Transformer.attention_maps`, the explicit
 softmax(Q K^T / sqrt(d_k)) path, which returns the very weights the fast path multiplies the
-values with (tests/prediction/test_attention.py checks that against the fused kernel's output).
+values with (tests/prediction/test_attention_weights.py checks that against the fused kernel's
+output).
 
 Rows and columns, for each kind:
 - encoder: source token attends to source token; both axes are the source pieces (with </s>).

@@ -7,7 +7,7 @@ thousand sentences takes seconds. The search itself lives in `tfm.transformer.de
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -36,13 +36,11 @@ def translate_ids(
     if settings.beam_size > 1:
         found = translate_nbest_ids(model, sources, settings, 1, numbers=numbers)
         return [best[0].tokens for best in found]
-    outputs: list[list[int]] = [[] for _ in sources]
-    for indices, src, limits in _source_batches(model, sources, settings, numbers):
-        with autocast(settings.device, settings.dtype):
-            tokens = greedy_decode(model, src, **limits).tokens
-        for i, ids in zip(indices, tokens, strict=True):
-            outputs[i] = ids
-    return outputs
+
+    def greedy(src: torch.Tensor, limits: dict) -> list[list[int]]:
+        return greedy_decode(model, src, **limits).tokens
+
+    return _in_batches(model, sources, settings, numbers, greedy)
 
 
 def translate_nbest_ids(
@@ -55,31 +53,25 @@ def translate_nbest_ids(
 ) -> list[list[Hypothesis]]:
     """The `n_best` beam search hypotheses (<= settings.beam_size) of each framed source, best
     first, in input order; beam size 1 gives greedy's output with its score."""
-    outputs: list[list[Hypothesis]] = [[] for _ in sources]
-    for indices, src, limits in _source_batches(model, sources, settings, numbers):
-        with autocast(settings.device, settings.dtype):
-            found = beam_search(
-                model,
-                src,
-                beam_size=settings.beam_size,
-                length_penalty=settings.length_penalty,
-                n_best=n_best,
-                **limits,
-            )
-        for i, hypotheses in zip(indices, found, strict=True):
-            outputs[i] = hypotheses
-    return outputs
+
+    def beam(src: torch.Tensor, limits: dict) -> list[list[Hypothesis]]:
+        size, alpha = settings.beam_size, settings.length_penalty
+        return beam_search(model, src, beam_size=size, length_penalty=alpha, n_best=n_best,
+                           **limits)  # fmt: skip
+
+    return _in_batches(model, sources, settings, numbers, beam)
 
 
-def _source_batches(
+def _in_batches(
     model: Model,
     sources: Sequence[Sequence[int]],
     settings: DecodeSettings,
     numbers: Sequence[int] | None,
-) -> Iterator[tuple[list[int], torch.Tensor, dict]]:
-    """(indices, padded sources on the device, decoding limits) per batch, sorted by length;
-    sources longer than the positional table are cut to fit it, with a warning that names
-    their line numbers."""
+    search: Callable[[torch.Tensor, dict], list],
+) -> list:
+    """`search(padded sources on the device, decoding limits)`'s output for each source, in
+    input order, searched in batches of similar length. Sources longer than the positional
+    table are cut to fit it, with a warning that names their line numbers."""
     model.eval()
     limit = model.max_len  # the positional table; decoding caps its output at it too
     clipped = [list(s[: limit - 1]) + [EOS_ID] if len(s) > limit else list(s) for s in sources]
@@ -92,8 +84,14 @@ def _source_batches(
     limits.update(max_len_a=settings.max_len_a, max_len_b=settings.max_len_b)
     # A beam multiplies the batch by beam_size; keep the decoding batch's size the same.
     budget = max(settings.max_tokens // settings.beam_size, 1)
+    outputs: list = [None] * len(sources)
     for indices in inference_batches([len(s) for s in clipped], max_tokens=budget):
-        yield indices, pad([clipped[i] for i in indices], PAD_ID).to(settings.device), limits
+        src = pad([clipped[i] for i in indices], PAD_ID).to(settings.device)  # (B, S)
+        with autocast(settings.device, settings.dtype):
+            found = search(src, limits)
+        for i, output in zip(indices, found, strict=True):
+            outputs[i] = output
+    return outputs
 
 
 def translate_texts(

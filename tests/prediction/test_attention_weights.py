@@ -5,20 +5,10 @@ decoder's are causal. A tiny untrained model; no training."""
 import pytest
 import torch
 import torch.nn.functional as F
-from attention_model import MODEL_ARGS, SENTENCE, tiny_model, tiny_tokenizer
+from attention_model import MODEL_ARGS, SENTENCE
 
 from tfm.prediction.attention import sentence_attention
 from tfm.transformer import MultiHeadAttention, greedy_decode
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model(tokenizer):
-    return tiny_model(tokenizer)
 
 
 def fast_path_attention_outputs(model, src, tgt):
