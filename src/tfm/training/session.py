@@ -22,7 +22,8 @@ from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
 from tfm.diagnostics import degenerate_warnings
 from tfm.errors import UsageError
-from tfm.evaluation import DecodeSettings, evaluate_split
+from tfm.prediction.evaluate import evaluate_split
+from tfm.prediction.settings import DecodeSettings
 from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.metrics import append_event, read_metrics, truncate_metrics
 from tfm.rundir.model_file import on_cpu, save_model
