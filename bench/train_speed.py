@@ -44,7 +44,8 @@ from _multi30k import add_data_options, machine, rss_mib, summary, training_sess
 
 from tfm.data import batching
 from tfm.data.batching import EpochData, padding_share
-from tfm.evaluation import DecodeSettings, teacher_forced_loss
+from tfm.prediction.likelihood import teacher_forced_loss
+from tfm.prediction.settings import DecodeSettings
 from tfm.training import StopFlag, optimizer_step, step
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas

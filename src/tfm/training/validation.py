@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 
 from tfm.diagnostics import degenerate_warnings
-from tfm.evaluation import DecodeSettings, evaluate_split
+from tfm.prediction.evaluate import evaluate_split
+from tfm.prediction.settings import DecodeSettings
 from tfm.rundir.metrics import read_metrics
 from tfm.rundir.store import finite_score
 from tfm.training.session import Session
