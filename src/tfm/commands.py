@@ -19,6 +19,7 @@ from tfm.evaluation import (
     translate_texts_nbest,
 )
 from tfm.reranking import Reranker
+from tfm.rundir.metrics import json_safe
 from tfm.rundir.model_file import TrainedModel, load_trained
 from tfm.rundir.paths import find_run
 from tfm.transformer import Ensemble
@@ -171,7 +172,7 @@ def evaluate_run(
     if reranker is not None:
         decoding["rerank_with"] = [str(Path(other)) for other in rerank_with]
         decoding["rerank_weight"] = reranker.weight
-    return {**header, **decoding, **scores}, hypotheses
+    return json_safe({**header, **decoding, **scores}), hypotheses  # NaN/inf scores as None
 
 
 def translate_lines(
