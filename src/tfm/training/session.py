@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from tfm.diagnostics import degenerate_warnings
 from tfm.errors import UsageError
 from tfm.evaluation import DecodeSettings, evaluate_split
 from tfm.rundir.atomic import atomic_write_text
+from tfm.rundir.lock import holds_run_files, remove_run_files
 from tfm.rundir.metrics import append_event, read_metrics, truncate_metrics
 from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths, remember_run
@@ -282,12 +282,15 @@ def _prepare_run_dir(
 ):
     """Create or check the run directory; when resuming, return the checkpoint path to load."""
     root = paths.root
-    exists = root.exists() and any(root.iterdir())
+    exists = holds_run_files(root)  # the lock file alone is no run
     if resume:
         store = CheckpointStore(paths.checkpoints, keep_last=1, keep_best=1, mode="max")
         latest = store.latest_loadable() if paths.checkpoints.exists() else None
         if latest is None:
-            raise UsageError(f"--resume: no complete checkpoint in {paths.checkpoints}")
+            raise UsageError(
+                f"--resume: no complete checkpoint in {paths.checkpoints}; "
+                "start the run afresh with --overwrite instead"
+            )
         return latest
     if not writer:
         return None
@@ -297,7 +300,7 @@ def _prepare_run_dir(
             "or --overwrite to start again"
         )
     if exists:
-        shutil.rmtree(root)
+        remove_run_files(root)  # all but the lock this process holds
     root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(to_yaml(config), paths.config)
     return None
