@@ -19,6 +19,7 @@ import typer
 from tqdm import tqdm
 
 from tfm.errors import TfmError, UsageError
+from tfm.limits import MAX_BEAM_SIZE
 
 app = typer.Typer(
     add_completion=False,
@@ -34,7 +35,12 @@ RunOption = Annotated[
 ]
 BeamOption = Annotated[
     int | None,
-    typer.Option("--beam-size", min=1, help="Beam search width; 1 is greedy (default: config)."),
+    typer.Option(
+        "--beam-size",
+        min=1,
+        max=MAX_BEAM_SIZE,
+        help="Beam search width; 1 is greedy (default: config).",
+    ),
 ]
 LengthPenaltyOption = Annotated[
     float | None,
@@ -247,6 +253,7 @@ def translate(
         typer.Option(
             "--n-best",
             min=1,
+            max=MAX_BEAM_SIZE,
             help="Print the N best beam hypotheses of each sentence, best first: line number "
             "(from 1), score (length-normalised log-probability; with --rerank-with, the "
             "reranking score) and translation, separated by tabs; the beam is at least N.",
