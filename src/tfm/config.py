@@ -461,25 +461,38 @@ def read_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
             loader.dispose()
     except yaml.YAMLError as exc:
         raise ConfigError(f"{name}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError:  # a nesting the checks above did not see coming: still one line
+        raise _too_deep(name, None) from None
     lines: dict[tuple, int] = {}
     _collect_lines(node, (), lines)
     return data, lines
 
 
 def _check_nesting(text: str, name: str) -> None:
-    """Refuse nesting deeper than MAX_YAML_DEPTH from the event stream, which PyYAML produces
-    without recursion (composing such a document would exhaust Python's stack)."""
+    """Refuse nesting deeper than MAX_YAML_DEPTH from the event stream, which the parser produces
+    without recursion (composing such a document would exhaust Python's stack). libyaml's parser,
+    where installed, is much faster on deep flow nesting; its other syntax errors are left to the
+    parse that follows, so that they read the same with or without it."""
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_YAML_DEPTH:
-                raise ConfigError(
-                    f"{name}:{event.start_mark.line + 1}: nested more than {MAX_YAML_DEPTH} "
-                    "levels deep; a config is a few levels of sections and lists"
-                )
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", _Loader)):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise _too_deep(name, event.start_mark)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        if "maximum nesting depth" in str(exc.problem):  # libyaml's own limit (1000) came first
+            raise _too_deep(name, exc.problem_mark) from None
+
+
+def _too_deep(name: str, mark: yaml.Mark | None) -> ConfigError:
+    line = f":{mark.line + 1}" if mark is not None else ""
+    return ConfigError(
+        f"{name}{line}: nested more than {MAX_YAML_DEPTH} levels deep; a config is a few levels "
+        "of sections and lists"
+    )
 
 
 def _expanded_size(node: yaml.Node, name: str, sizes: dict[int, int], open_: set[int]) -> int:
