@@ -1,6 +1,6 @@
 """Decoding speed on the Multi30k test2016 set (issue 7): tfm's batched, cached greedy decoding
-(`evaluation.translate_ids`) against naive decoding, one sentence at a time without a key/value
-cache (`greedy_decode_uncached`); and beam search (beam 5) against greedy.
+(`prediction.translate.translate_ids`) against naive decoding, one sentence at a time without a
+key/value cache (`greedy_decode_uncached`); and beam search (beam 5) against greedy.
 
     PYTHONPATH=src python bench/decode_speed.py            # a few minutes on 2 CPU cores
     PYTHONPATH=src python bench/decode_speed.py --quick    # about 30 s
@@ -36,7 +36,8 @@ from _multi30k import machine, summary, training_session
 from tfm.data.batching import inference_batches, pad
 from tfm.data.pipeline import encode_split, load_texts
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from tfm.evaluation import DecodeSettings, translate_ids
+from tfm.prediction.settings import DecodeSettings
+from tfm.prediction.translate import translate_ids
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import RunPaths
 from tfm.training.loop import _optimizer_step

@@ -26,7 +26,13 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from tfm.loss import projected_loss_sum  # noqa: E402
-from tfm.transformer import Transformer, build_model, greedy_decode, greedy_decode_uncached  # noqa: E402
+from tfm.transformer import (  # noqa: E402
+    ModelArgs,
+    Transformer,
+    build_model,
+    greedy_decode,
+    greedy_decode_uncached,
+)
 from tfm.transformer.embedding import sinusoidal_table  # noqa: E402
 
 log = logging.getLogger("bench.model_speed")
@@ -169,12 +175,12 @@ def report(title: str, unit: str, rates: dict[str, list[float]], ours: str, base
 
 def bench_training(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
-    ours = build_model(
+    ours = build_model(ModelArgs(
         src_vocab_size=SIZES["vocab"], tgt_vocab_size=SIZES["vocab"], d_model=SIZES["d_model"],
         n_heads=SIZES["n_heads"], n_encoder_layers=SIZES["n_layers"],
         n_decoder_layers=SIZES["n_layers"], d_ff=SIZES["d_ff"], dropout=0.1,
         attention_dropout=0.0, max_len=SIZES["max_len"], pad_id=PAD,
-    )  # fmt: skip
+    ))  # fmt: skip
     reference = ReferenceSeq2Seq(**SIZES)
     generator = torch.Generator().manual_seed(args.seed)
     batches = bucketed_batches(
@@ -199,11 +205,11 @@ def bench_training(args: argparse.Namespace) -> None:
 
 def bench_decoding(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
-    model = build_model(
+    model = build_model(ModelArgs(
         src_vocab_size=SIZES["vocab"], tgt_vocab_size=SIZES["vocab"], d_model=SIZES["d_model"],
         n_heads=SIZES["n_heads"], n_encoder_layers=SIZES["n_layers"],
         n_decoder_layers=SIZES["n_layers"], d_ff=SIZES["d_ff"], max_len=SIZES["max_len"],
-    ).eval()  # fmt: skip
+    )).eval()  # fmt: skip
     generator = torch.Generator().manual_seed(args.seed + 1)
     lengths = torch.randint(15, 26, (args.sentences,), generator=generator)
     src = torch.full((args.sentences, int(lengths.max())), PAD)

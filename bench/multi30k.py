@@ -210,10 +210,10 @@ def parameters(run: Path) -> str:
     written from a GPU before tied weights were kept tied held them once per name)."""
     import torch
 
-    from tfm.transformer import build_model
+    from tfm.transformer import ModelArgs, build_model
 
     state = torch.load(run / "best.pt", weights_only=True, map_location="cpu")
-    model = build_model(**state["model_args"])
+    model = build_model(ModelArgs.from_stored(state["model_args"]))
     return f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M"
 
 

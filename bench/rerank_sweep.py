@@ -24,30 +24,32 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tfm.commands import open_decoding  # noqa: E402
 from tfm.data.pipeline import prepare_splits  # noqa: E402
-from tfm.evaluation import DecodeSettings, Model, score_translations, split_nbest  # noqa: E402
-from tfm.reranking import Reranker  # noqa: E402
-from tfm.rundir.model_file import TrainedModel  # noqa: E402
+from tfm.evaluation import score_translations  # noqa: E402
+from tfm.prediction.opening import Decoding, open_decoding  # noqa: E402
+from tfm.prediction.reranking import Reranker  # noqa: E402
+from tfm.prediction.settings import DecodeRequest  # noqa: E402
+from tfm.prediction.translate import split_nbest  # noqa: E402
 
 log = logging.getLogger("rerank_sweep")
 
 SPLITS = ("validation", "test")
 
 
-def decode_and_score(
-    trained: TrainedModel, model: Model, settings: DecodeSettings, reranker: Reranker
-) -> dict[str, tuple[list, list[list[float]], list[str]]]:
-    """Each of SPLITS decoded once and its hypotheses scored once by the reverse model(s):
-    {split: (n-best lists, their channel scores, references)}, what `sweep` re-sorts."""
-    config = trained.config
-    splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=trained.tokenizer)
+def decode_and_score(decoding: Decoding) -> dict[str, tuple[list, list[list[float]], list[str]]]:
+    """Each of SPLITS decoded once by the forward run(s) and its hypotheses scored once by the
+    reverse run(s) (`decoding.reranker`): {split: (n-best lists, their channel scores,
+    references)}, what `sweep` re-sorts."""
+    config, tokenizer = decoding.trained.config, decoding.trained.tokenizer
+    splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=tokenizer)
     beams = {}
     for name in SPLITS:
         split = splits[name]
-        nbest = split_nbest(model, trained.tokenizer, split, settings)
-        beams[name] = (nbest, reranker.channel_of(split.src_text, nbest), split.tgt_text)
-        log.info("%s: %d beams of %d decoded and scored", name, len(nbest), settings.beam_size)
+        nbest = split_nbest(decoding.model, tokenizer, split, decoding.settings)
+        channel = decoding.reranker.channel_of(split.src_text, nbest)
+        beams[name] = (nbest, channel, split.tgt_text)
+        beam_size = decoding.settings.beam_size
+        log.info("%s: %d beams of %d decoded and scored", name, len(nbest), beam_size)
     return beams
 
 
@@ -85,11 +87,11 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
 
-    trained, model, settings, reranker = open_decoding(
-        args.run, args.device, args.beam, None, ensemble=args.ensemble,
+    decoding = open_decoding(DecodeRequest(
+        run=args.run, device=args.device, beam_size=args.beam, ensemble=args.ensemble,
         rerank_with=args.rerank_with, rerank_weight=1.0,
-    )  # fmt: skip
-    table = sweep(reranker, decode_and_score(trained, model, settings, reranker), args.weights)
+    ))  # fmt: skip
+    table = sweep(decoding.reranker, decode_and_score(decoding), args.weights)
     print("| W | validation lc | validation cased | validation length ratio | "
           "test lc | test cased | test length ratio |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")

@@ -42,7 +42,8 @@ from _multi30k import machine, rss_mib, summary, training_session
 
 from tfm.data import batching
 from tfm.data.batching import padding_share
-from tfm.evaluation import DecodeSettings, teacher_forced_loss
+from tfm.prediction.likelihood import teacher_forced_loss
+from tfm.prediction.settings import DecodeSettings
 from tfm.training import loop
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas

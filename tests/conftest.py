@@ -2,8 +2,10 @@
 
 import pytest
 import torch
+from tiny_models import single_thread, train_copy_model
 
 from tfm.config import Config, load_config
+from tfm.transformer import Transformer
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +43,10 @@ def full_float32():
     torch.backends.cuda.matmul.allow_tf32 = False
     yield
     torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@pytest.fixture(scope="session")
+def copy_model() -> Transformer:
+    """A small model trained to copy its source, once for all the decoding tests."""
+    with single_thread():
+        return train_copy_model()

@@ -3,6 +3,7 @@ training command of a fresh run and of a resume."""
 
 import importlib.util
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -76,16 +77,16 @@ def test_the_parameter_count_counts_tied_weights_once(bench, tmp_path, stored_ap
     # A model file written from a GPU before tied weights were kept tied held a tied tensor once
     # per name; the count is the model's either way.
     from tfm.rundir.model_file import save_weights
-    from tfm.transformer import build_model
+    from tfm.transformer import ModelArgs, build_model
 
-    args = dict(src_vocab_size=20000, tgt_vocab_size=20000, d_model=64, n_heads=2,
-                n_encoder_layers=1, n_decoder_layers=1, d_ff=64)  # fmt: skip
-    weights = build_model(**args).state_dict()
+    args = ModelArgs(src_vocab_size=20000, tgt_vocab_size=20000, d_model=64, n_heads=2,
+                     n_encoder_layers=1, n_decoder_layers=1, d_ff=64)  # fmt: skip
+    weights = build_model(args).state_dict()
     unique = {t.data_ptr(): t.numel() for t in weights.values()}  # tied: one memory
     assert sum(unique.values()) < sum(t.numel() for t in weights.values())  # there are ties
     if stored_apart:
         weights = {name: t.clone() for name, t in weights.items()}
-    save_weights(tmp_path / "best.pt", weights, args, step=1, tokenizer_fingerprint="x")
+    save_weights(tmp_path / "best.pt", weights, asdict(args), step=1, tokenizer_fingerprint="x")
     assert bench.parameters(tmp_path) == f"{sum(unique.values()) / 1e6:.1f}M"
 
 

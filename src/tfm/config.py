@@ -2,7 +2,8 @@
 
 Every default lives here. A config file only overrides what it needs; unknown keys, wrong types and
 out-of-range values are errors that name the key path (and the line in the file), what was expected
-and what was found, all reported at once. A misspelt key gets "did you mean …".
+and what was found, all reported at once. A misspelt key gets "did you mean …"; a key tfm no
+longer has, the reason it went (`REMOVED_KEYS`).
 
 YAML traps handled by `read_yaml`: duplicate keys are an error; `1e-4` is a number (YAML 1.1
 reads it as a string); only `true`/`false` are booleans, so a language code such as `no` stays
@@ -11,8 +12,10 @@ a string.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -38,6 +41,13 @@ from tfm.limits import (
 SPLITS = ("train", "validation", "test")
 
 Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
+
+# Keys tfm no longer has, with the reason: a config that sets one is refused with it, while a
+# config a run stored (its config.yaml, its checkpoints) is read without them.
+REMOVED_KEYS = {
+    ("model", "word_dropout"): "word dropout measured no gain on any task",
+    ("train", "rdrop_alpha"): "R-Drop measured no gain on any task",
+}
 
 
 class StrictModel(BaseModel):
@@ -213,7 +223,6 @@ class ModelConfig(StrictModel):
     activation_dropout: float = Field(
         0.0, ge=0.0, lt=1.0, description="Dropout on the feed-forward hidden units."
     )
-    word_dropout: float = Field(0.0, ge=0.0, lt=1.0)  # whole token embeddings, source and target
     activation: Literal["relu", "gelu"] = Field("relu", description="Feed-forward activation.")
     norm_position: Literal["post", "pre"] = Field(
         "post", description="Layer norm after each residual sum (post, §3.1) or before (pre)."
@@ -289,7 +298,6 @@ class TrainConfig(StrictModel):
         description="Label smoothing ε_ls (§5.4): the share of each target's probability spread "
         "over the vocabulary.",
     )
-    rdrop_alpha: float = Field(0.0, ge=0.0)  # R-Drop weight α; 0: off (loss.rdrop_loss_sum)
     bidirectional_epochs: int = Field(
         0,
         ge=0,
@@ -536,8 +544,11 @@ def _collect_lines(node: yaml.Node | None, path: tuple, lines: dict[tuple, int])
 # --- loading, overrides and error messages -----------------------------------------------------
 
 
-def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+def load_config(
+    path: str | Path | None, overrides: list[str] | tuple[str, ...] = (), *, stored: bool = False
+) -> Config:
     """Read a YAML config (or none: all defaults), apply `section.key=value` overrides, validate.
+    With `stored`, the file is one a run wrote (its config.yaml): keys removed since are dropped.
 
     Raises ConfigError whose message has one line per problem, each naming the key path.
     """
@@ -557,6 +568,8 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
         if not isinstance(data, dict):
             found = type(data).__name__
             raise ConfigError(f"{name}: expected a mapping of sections, found {found}")
+        if stored:
+            data = without_removed_keys(data)
     set_lines: dict[tuple, str] = {}
     for override in overrides:
         key_path = apply_override(data, override)
@@ -566,6 +579,29 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
     except ValidationError as exc:
         problems = [_describe(err, name, lines, set_lines) for err in exc.errors()]
         raise ConfigError("\n".join(problems)) from None
+
+
+def removed_settings(data: dict) -> dict[str, Any]:
+    """The `REMOVED_KEYS` that config data sets, as {dotted key: value}."""
+    return {".".join(path): node[path[-1]] for node, path in _removed(data)}
+
+
+def without_removed_keys(data: dict) -> dict:
+    """A copy of config data without the `REMOVED_KEYS` (for a config an older version stored)."""
+    data = copy.deepcopy(data)
+    for node, path in list(_removed(data)):
+        del node[path[-1]]
+    return data
+
+
+def _removed(data: dict) -> Iterator[tuple[dict, tuple[str, ...]]]:
+    """For each removed key that `data` sets: the mapping that holds it, and its path."""
+    for path in REMOVED_KEYS:
+        node = data
+        for section in path[:-1]:
+            node = node.get(section) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node:
+            yield node, path
 
 
 def apply_override(data: dict, override: str) -> tuple:
@@ -590,6 +626,9 @@ def _describe(err: dict, name: str, lines: dict[tuple, int], set_lines: dict[tup
     dotted = ".".join(str(p) for p in loc) or "(top level)"
     where = _where(loc, name, lines, set_lines)
     kind = err["type"]
+    if kind == "extra_forbidden" and loc in REMOVED_KEYS:
+        fix = "leave out this --set" if where.startswith("--set") else "delete the key"
+        return f"{where}{dotted} was removed ({REMOVED_KEYS[loc]}); {fix}"
     if kind == "extra_forbidden":
         hint = _suggest(loc)
         return f"{where}unknown key '{dotted}'{hint}"

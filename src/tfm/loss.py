@@ -47,7 +47,7 @@ def projected_loss_sum(
 
 
 def _operands(hidden: Tensor, weight: Tensor) -> tuple[Tensor, ...]:
-    """For the fused losses: hidden and weight in autocast's dtype if it is on (the matrix
+    """For the fused loss: hidden and weight in autocast's dtype if it is on (the matrix
     products run in it), the zeroed float32 weight gradient, an empty hidden gradient and a
     float32 scalar to sum the loss into."""
     device = hidden.device.type
@@ -61,18 +61,10 @@ def _operands(hidden: Tensor, weight: Tensor) -> tuple[Tensor, ...]:
     )
 
 
-class _FusedLoss(torch.autograd.Function):
-    """A loss whose forward pass saves both gradients, (grad_hidden, grad_weight); the backward
-    pass only scales them. Its inputs are hidden, weight, then options that get no gradient."""
+class _ProjectedCrossEntropy(torch.autograd.Function):
+    """The forward pass computes the loss and saves both gradients, (grad_hidden, grad_weight);
+    the backward pass only scales them."""
 
-    @staticmethod
-    def backward(ctx, grad_total: Tensor):
-        grad_hidden, grad_weight = ctx.saved_tensors
-        options = (None,) * (ctx.n_inputs - 2)
-        return grad_hidden * grad_total, grad_weight * grad_total, *options
-
-
-class _ProjectedCrossEntropy(_FusedLoss):
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, targets: Tensor, eps: float, chunk: int):
         h_all, w, grad_hidden, grad_weight, total = _operands(hidden, weight)
@@ -106,74 +98,9 @@ class _ProjectedCrossEntropy(_FusedLoss):
                     grad_hidden[start : start + chunk] = grad @ w
                     grad_weight += (grad.t() @ h).float()
         ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
-        ctx.n_inputs = 5  # hidden, weight, targets, eps, chunk
         return total
 
-
-def rdrop_loss_sum(
-    hidden: Tensor,
-    weight: Tensor,
-    targets: Tensor,
-    *,
-    label_smoothing: float,
-    alpha: float,
-    chunk: int = 512,
-) -> Tensor:
-    """R-Drop (Liang et al., 2021): the same N target tokens through two passes of the model
-    with different dropout masks, stacked as hidden (2N, D), rows i and N + i the same token;
-    weight (V, D) the output projection and targets (N,) long -> scalar, summed over the N tokens:
-
-        ½ (CE₁ + CE₂) + α/4 (KL(p₁ ‖ p₂) + KL(p₂ ‖ p₁))
-
-    per token, CE the label-smoothed cross-entropy of `token_loss_sum`. This is the paper's
-    CE₁ + CE₂ + α/2 (KL + KL) halved, so α means what it does there and, with the two passes
-    equal (no dropout), the loss and its gradient are plain cross-entropy.
-
-    Fused like `projected_loss_sum`, `chunk` token pairs at a time; per pair, with
-    q = (1 - ε) onehot(t) + ε/V, d = log p₁ - log p₂ and KL₁₂ = Σ p₁ d, KL₂₁ = -Σ p₂ d, the
-    gradient with respect to the first pass's logits is
-    ½ (p₁ - q) + α/4 (p₁ (d - KL₁₂) + p₁ - p₂), and the second's the same with 1 and 2 swapped.
-    """
-    n = targets.numel()
-    if hidden.size(0) != 2 * n:
-        raise ValueError(f"hidden has {hidden.size(0)} rows; R-Drop needs two per target ({2 * n})")
-    return _ProjectedRDrop.apply(hidden, weight, targets, label_smoothing, alpha, chunk)
-
-
-class _ProjectedRDrop(_FusedLoss):
     @staticmethod
-    def forward(ctx, hidden, weight, targets, eps: float, alpha: float, chunk: int):
-        h_all, w, grad_hidden, grad_weight, total = _operands(hidden, weight)
-        n = targets.numel()
-        with torch.autocast(hidden.device.type, enabled=False):
-            V = w.size(0)
-            for start in range(0, n, chunk):
-                stop = min(start + chunk, n)
-                rows = [slice(start, stop), slice(n + start, n + stop)]  # the pair's two passes
-                t = targets[rows[0]]
-                picked = torch.arange(t.numel(), device=t.device), t
-                h = [h_all[r] for r in rows]
-                log_p = []
-                for part in h:
-                    logits = (part @ w.t()).float()  # (c, V)
-                    logits -= logits.logsumexp(dim=-1, keepdim=True)
-                    total -= (1 - eps) / 2 * logits[picked].sum() + eps / (2 * V) * logits.sum()
-                    log_p.append(logits)
-                d = log_p[0] - log_p[1]  # (c, V)
-                p = [x.exp_() for x in log_p]  # in place: the log-probabilities are not needed
-                p_d = [p[0] * d, p[1] * d]
-                kl = [p_d[0].sum(-1, keepdim=True), -p_d[1].sum(-1, keepdim=True)]  # (c, 1)
-                total += alpha / 4 * (kl[0].sum() + kl[1].sum())
-                grads = [
-                    p[0] * (0.5 + alpha / 4 * (1 - kl[0])) + alpha / 4 * (p_d[0] - p[1]),
-                    p[1] * (0.5 + alpha / 4 * (1 - kl[1])) - alpha / 4 * (p_d[1] + p[0]),
-                ]
-                for grad, part, r in zip(grads, h, rows, strict=True):
-                    grad -= eps / (2 * V)
-                    grad[picked] -= (1 - eps) / 2
-                    grad = grad.to(w.dtype)
-                    grad_hidden[r] = grad @ w
-                    grad_weight += (grad.t() @ part).float()
-        ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
-        ctx.n_inputs = 6  # hidden, weight, targets, eps, alpha, chunk
-        return total
+    def backward(ctx, grad_total: Tensor):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_total, grad_weight * grad_total, None, None, None

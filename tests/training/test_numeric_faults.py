@@ -61,10 +61,10 @@ def test_nan_validation_score_is_never_best(tmp_path, monkeypatch, tiny_config):
 
 def test_non_finite_weights_are_never_written(tmp_path):
     from tfm.rundir.model_file import save_model
-    from tfm.transformer import build_model
+    from tfm.transformer import ModelArgs, build_model
 
-    model = build_model(src_vocab_size=8, tgt_vocab_size=8, d_model=8, n_heads=2,
-                        n_encoder_layers=1, n_decoder_layers=1, d_ff=8)  # fmt: skip
+    model = build_model(ModelArgs(src_vocab_size=8, tgt_vocab_size=8, d_model=8, n_heads=2,
+                                  n_encoder_layers=1, n_decoder_layers=1, d_ff=8))  # fmt: skip
     with torch.no_grad():
         next(model.parameters())[0, 0] = float("inf")
     with pytest.raises(CheckpointError, match="not finite"):

@@ -1,8 +1,6 @@
 import pytest
 import torch
-from transformer_helpers import single_thread, train_copy_model
-
-from tfm.transformer import Transformer
+from tiny_models import single_thread
 
 
 @pytest.fixture
@@ -20,10 +18,3 @@ def no_fast_path():
 def one_thread():
     with single_thread():
         yield
-
-
-@pytest.fixture(scope="session")
-def copy_model() -> Transformer:
-    """Trained once for all decoding tests."""
-    with single_thread():
-        return train_copy_model()

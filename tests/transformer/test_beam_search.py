@@ -1,6 +1,6 @@
 import pytest
 import torch
-from transformer_helpers import copy_batch, lively_model, padded_batch
+from tiny_models import copy_batch, lively_model, padded_batch
 
 from tfm.transformer import Transformer, beam_search, gnmt_length_penalty, greedy_decode
 from tfm.transformer.decoding import output_limits

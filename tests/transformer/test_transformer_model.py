@@ -1,21 +1,27 @@
+import os
+import subprocess
+import sys
+from dataclasses import FrozenInstanceError, asdict, fields, replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_models import padded_batch
 from torch import nn
 from transformer_helpers import (
     causal_for_reference,
     copy_decoder_layer,
     copy_encoder_layer,
     copy_linear,
-    padded_batch,
     randomize,
 )
 
-from tfm.config import Config
+import tfm
+from tfm.config import Config, ModelConfig
 from tfm.training.session import model_args
-from tfm.transformer import Transformer, build_model
+from tfm.transformer import ModelArgs, Transformer, build_model
 
 V = 40
 TINY = dict(
@@ -26,7 +32,7 @@ TINY = dict(
 
 def tiny_model(**overrides) -> Transformer:
     torch.manual_seed(0)
-    return build_model(**{**TINY, **overrides}).eval()
+    return build_model(ModelArgs(**{**TINY, **overrides})).eval()
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
@@ -128,44 +134,69 @@ def test_activation_dropout_from_the_config_reaches_every_feed_forward_network()
     config = Config.model_validate({"model": {"activation_dropout": 0.4, "dropout": 0.0}})
     vocab = SimpleNamespace(src_vocab_size=V, tgt_vocab_size=V)
     args = model_args(config, vocab)
-    args.update(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64)
-    model = build_model(**args).train()
+    args = replace(args, d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64)
+    model = build_model(args).train()
     layers = [*model.encoder.layers, *model.decoder.layers]
     assert [layer.feed_forward.dropout.p for layer in layers] == [0.4] * 4
     src, tgt = torch.randint(1, V, (2, 6)), torch.randint(1, V, (2, 5))
     assert not torch.allclose(model(src, tgt), model(src, tgt))  # the only randomness
-    no_dropout = build_model(**{**args, "activation_dropout": 0.0}).train()
+    no_dropout = build_model(replace(args, activation_dropout=0.0)).train()
     torch.testing.assert_close(no_dropout(src, tgt), no_dropout(src, tgt))
 
 
-def test_word_dropout_zeroes_whole_token_embeddings_in_training_only():
-    config = Config.model_validate({"model": {"word_dropout": 0.3, "dropout": 0.0}})
-    args = model_args(config, SimpleNamespace(src_vocab_size=V, tgt_vocab_size=V))
-    args.update(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64)
-    torch.manual_seed(0)
-    model = build_model(**args).train()
-    ids = torch.randint(1, V, (64, 50))
-    with_words = model.positional_encoding(model.src_embedding(ids))  # (B, T, D)
-    positions_only = model.positional_encoding(torch.zeros_like(with_words))
-    embedded = model._embed(ids, model.src_embedding)
-    dropped = (embedded == positions_only).all(-1)  # (B, T)
-    kept = (embedded == with_words).all(-1)
-    assert bool((dropped ^ kept).all())  # every position: the whole word, or none of it
-    assert abs(dropped.float().mean().item() - 0.3) < 0.03  # 3,200 positions
-    again = (model._embed(ids, model.src_embedding) == positions_only).all(-1)
-    assert not torch.equal(dropped, again)  # a new draw each call
-    torch.testing.assert_close(model.eval()._embed(ids, model.src_embedding), with_words)
-    plain = build_model(**{**args, "word_dropout": 0.0}).eval()
-    plain.load_state_dict(model.state_dict())
-    src, tgt = torch.randint(1, V, (2, 6)), torch.randint(1, V, (2, 5))
-    torch.testing.assert_close(model(src, tgt), plain(src, tgt), atol=0, rtol=0)
+def test_model_args_from_the_config_copy_every_model_option():
+    # Every option of the config's model section reaches the model with the config's value (each
+    # differs from ModelArgs' default, so none can arrive by default).
+    options = {"d_model": 48, "n_heads": 3, "n_encoder_layers": 2, "n_decoder_layers": 3,
+               "d_ff": 40, "dropout": 0.2, "attention_dropout": 0.05, "activation": "gelu",
+               "activation_dropout": 0.15, "norm_position": "pre", "share_embeddings": True,
+               "tie_output": False, "max_len": 77}  # fmt: skip
+    assert set(options) == set(ModelConfig.model_fields)
+    sizes = {"src_vocab_size": 30, "tgt_vocab_size": 30, "pad_id": 2}
+    args = ModelArgs.from_config(ModelConfig(**options), **sizes)
+    assert asdict(args) == {**options, **sizes}
+    assert [f.name for f in fields(ModelArgs)] == list(asdict(args))
+    with pytest.raises(TypeError, match="needs src_vocab_size, tgt_vocab_size, pad_id"):
+        ModelArgs.from_config(ModelConfig())
 
 
-def test_word_dropout_outside_0_1_is_rejected_with_value():
-    with pytest.raises(ValueError, match=r"word_dropout=1.0 is not in \[0, 1\)"):
-        build_model(**TINY, word_dropout=1.0)
-    with pytest.raises(ValueError, match=r"model\.word_dropout"):
-        Config.model_validate({"model": {"word_dropout": 1.0}})
+def test_model_args_are_keyword_only_and_frozen():
+    with pytest.raises(TypeError):
+        ModelArgs(40, 40)  # type: ignore[misc]
+    args = ModelArgs(**TINY)
+    with pytest.raises(FrozenInstanceError):
+        args.d_model = 64  # type: ignore[misc]
+    assert tiny_model().args == args
+
+
+def test_stored_model_args_of_older_versions_build_the_same_model():
+    # A model file keeps asdict(args); one written before activation_dropout existed lacks it (a
+    # model without that dropout), and one written when word dropout existed has it (training
+    # only): both read back as the model they were.
+    stored = asdict(ModelArgs(**TINY))
+    assert ModelArgs.from_stored(stored) == ModelArgs(**TINY)
+    older = {k: v for k, v in stored.items() if k != "activation_dropout"}
+    assert ModelArgs.from_stored({**older, "word_dropout": 0.1}) == ModelArgs(**TINY)
+    with pytest.raises(TypeError, match="label_smoothing"):
+        ModelArgs.from_stored({**stored, "label_smoothing": 0.1})
+
+
+def test_parameter_names_are_those_checkpoints_hold():
+    # Checkpoints store the state dict by these names: renaming a module breaks loading them.
+    model = tiny_model(n_encoder_layers=1, n_decoder_layers=1, norm_position="pre")
+    layer = ["self_attention.w_qkv", "self_attention.w_o", "self_attention_residual.norm"]
+    decoder_layer = [*layer, "cross_attention.w_qkv", "cross_attention.w_o",
+                     "cross_attention_residual.norm"]  # fmt: skip
+    ffn = ["feed_forward.w_1", "feed_forward.w_2", "feed_forward_residual.norm"]
+    names = [
+        *[f"encoder.layers.0.{m}" for m in [*layer, *ffn]],
+        "encoder.final_norm",
+        *[f"decoder.layers.0.{m}" for m in [*decoder_layer, *ffn]],
+        "decoder.final_norm",
+    ]
+    expected = ["src_embedding.weight", "tgt_embedding.weight"]
+    expected += [f"{name}.{p}" for name in names for p in ("weight", "bias")]
+    assert list(model.state_dict()) == [*expected, "output_projection.weight"]
 
 
 def test_attention_maps_have_per_layer_per_head_shapes():
@@ -181,10 +212,10 @@ def test_attention_maps_have_per_layer_per_head_shapes():
 
 def test_tiny_model_overfits_one_batch():
     torch.manual_seed(0)
-    model = build_model(
+    model = build_model(ModelArgs(
         src_vocab_size=12, tgt_vocab_size=12, d_model=32, n_heads=2, n_encoder_layers=1,
         n_decoder_layers=1, d_ff=64, dropout=0.0, max_len=16,
-    )  # fmt: skip
+    ))  # fmt: skip
     src = padded_batch([6, 5, 6, 4], vocab_size=12, seed=2)
     tgt = padded_batch([7, 6, 5, 7], vocab_size=12, seed=3)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
@@ -200,17 +231,22 @@ def test_tiny_model_overfits_one_batch():
 
 def test_share_embeddings_needs_equal_vocabularies():
     with pytest.raises(ValueError, match=r"src_vocab_size=40 to equal tgt_vocab_size=50"):
-        build_model(**{**TINY, "tgt_vocab_size": 50}, share_embeddings=True)
+        ModelArgs(**{**TINY, "tgt_vocab_size": 50}, share_embeddings=True)
 
 
 def test_pad_id_outside_vocabulary_is_rejected_with_values():
     with pytest.raises(ValueError, match=r"pad_id=40 is outside .*src_vocab_size=40"):
-        build_model(**TINY, pad_id=40)
+        ModelArgs(**TINY, pad_id=40)
+
+
+def test_a_stack_without_layers_is_rejected_with_value():
+    with pytest.raises(ValueError, match=r"n_decoder_layers=0 must be at least 1"):
+        ModelArgs(**{**TINY, "n_decoder_layers": 0})
 
 
 def test_d_model_not_divisible_by_n_heads_is_rejected_by_build_model():
     with pytest.raises(ValueError, match=r"d_model=32 is not divisible by n_heads=5"):
-        build_model(**{**TINY, "n_heads": 5})
+        build_model(ModelArgs(**{**TINY, "n_heads": 5}))
 
 
 def test_source_longer_than_positional_table_is_rejected_with_both_lengths():
@@ -219,6 +255,11 @@ def test_source_longer_than_positional_table_is_rejected_with_both_lengths():
         model.encode(padded_batch([9], vocab_size=V))
 
 
-def test_build_model_is_keyword_only():
-    with pytest.raises(TypeError):
-        build_model(40, 40)  # type: ignore[misc]
+def test_the_model_and_its_search_import_nothing_else_of_tfm():
+    # The model does not know how it is configured, trained or used in prediction.
+    code = "import sys, tfm.transformer; print(*(m for m in sys.modules if m.startswith('tfm')))"
+    env = {**os.environ, "PYTHONPATH": str(Path(tfm.__file__).parents[1])}
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout.split()
+    assert [m for m in loaded if not m.startswith("tfm.transformer")] == ["tfm"]

@@ -47,7 +47,7 @@ def check_data(config: Config) -> dict:
             stats["src_in_train"] = sum(s in train_sources for s in src)
             stats["pairs_in_train"] = sum(p in train_pairs for p in zip(src, tgt, strict=True))
         splits[name] = stats
-    report = {
+    result: dict = {
         "data": {"src_lang": config.data.src_lang, "tgt_lang": config.data.tgt_lang},
         "tokenizer": {
             "joint": tokenizer.joint,
@@ -56,8 +56,8 @@ def check_data(config: Config) -> dict:
         },
         "splits": splits,
     }
-    report["notes"] = notes(report, max_length=config.data.max_length)
-    return report
+    result["notes"] = notes(result, max_length=config.data.max_length)
+    return result
 
 
 def _lengths(src: list[str], tgt: list[str], tokenizer: Tokenizer, max_length: int) -> dict:

@@ -70,12 +70,13 @@ def load_split(
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
     key = f"data.{split}"
     langs = {"src_lang": src_lang, "tgt_lang": tgt_lang}
+    path = source.path or ""  # the schema requires a path for the formats that read one
     if source.format == "text":
-        pairs = read_text(source.path, key=key, **langs)
+        pairs = read_text(path, key=key, **langs)
     elif source.format == "tsv":
-        pairs = read_tsv(source.path, columns=source.columns, key=key, **langs)
+        pairs = read_tsv(path, columns=source.columns, key=key, **langs)
     elif source.format == "jsonl":
-        pairs = read_jsonl(source.path, fields=source.fields, key=key, **langs)
+        pairs = read_jsonl(path, fields=source.fields, key=key, **langs)
     elif source.format == "hub":
         pairs = _read_hub(source, split=split, key=key, **langs)
     elif source.format == "disk":
@@ -131,19 +132,20 @@ def _read_hub(source: SourceConfig, *, split: str, key: str, **langs: str) -> Pa
         raise DataError(
             f"hub dataset '{source.name}' has no split '{name}'; set {key}.split"
         ) from None
-    return _from_dataset(dataset, source, split=split, key=key, origin=source.name, **langs)
+    return _from_dataset(dataset, source, split=split, key=key, origin=str(source.name), **langs)
 
 
 def _read_disk(source: SourceConfig, *, split: str, key: str, **langs: str) -> Pairs:
-    if not Path(source.path).is_dir():
+    path = source.path or ""  # the schema requires it for format disk
+    if not Path(path).is_dir():
         raise DataError(f"{source.path}: no such folder (check {key}.path)")
     try:
-        dataset = datasets.load_from_disk(source.path)
+        dataset = datasets.load_from_disk(path)
     except FileNotFoundError:
         raise DataError(
             f"{source.path}: not a folder written by datasets' save_to_disk (check {key}.path)"
         ) from None
-    return _from_dataset(dataset, source, split=split, key=key, origin=source.path, **langs)
+    return _from_dataset(dataset, source, split=split, key=key, origin=path, **langs)
 
 
 def _from_dataset(

@@ -2,6 +2,7 @@
 written in English and in German; the rules are described in `tfm.data.toy`."""
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 from tfm.data import toy_lexicon as lex
 
@@ -112,7 +113,7 @@ def _german_clause(clause: Clause, subordinate: bool) -> list[str]:
     kein = clause.negated and _indefinite(clause.object)
     middle = []  # what stands between the finite verb and the end of a main clause
     if clause.object:
-        obj = replace(clause.object, determiner="no") if kein else clause.object
+        obj = replace(cast(NounPhrase, clause.object), determiner="no") if kein else clause.object
         middle += _german_phrase(obj, "dat" if verb.valency == "dative" else "acc")
     if clause.negated and not kein:
         middle.append("nicht")

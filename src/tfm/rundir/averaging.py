@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -18,6 +19,7 @@ from tfm.rundir.integrity import first_non_finite
 from tfm.rundir.model_file import save_weights, tie_key
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import MODEL_KIND, CheckpointStore
+from tfm.transformer import ModelArgs
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +46,13 @@ def average_checkpoints(
     step = 0
     for path in chosen:
         state = _load_training_state(path)
+        args = ModelArgs.from_stored(state["model_args"])
         if not first:
-            first = state
+            first, first_args = state, args
             names: dict[tuple, str] = {}
             tied_to = {n: names.setdefault(tie_key(t), n) for n, t in state["model"].items()}
         step = max(step, state["progress"]["step"])
-        if state["model_args"] != first["model_args"]:
+        if args != first_args:
             raise UsageError(f"{path} has a different model shape from {chosen[0]}")
         for name, tensor in state["model"].items():
             if tied_to[name] != name:
@@ -69,7 +72,7 @@ def average_checkpoints(
     save_weights(
         RunPaths(out).best,
         averaged,
-        first["model_args"],
+        asdict(first_args),
         step=step,
         tokenizer_fingerprint=first["tokenizer_fingerprint"],
     )

@@ -18,7 +18,7 @@ from tfm.errors import CheckpointError
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import MODEL_KIND
-from tfm.transformer import Transformer, build_model
+from tfm.transformer import ModelArgs, Transformer, build_model
 
 
 def save_model(
@@ -99,8 +99,8 @@ def load_trained(paths: RunPaths, device: torch.device) -> TrainedModel:
             f"{(args['src_vocab_size'], args['tgt_vocab_size'])} or different tokens); "
             "was the run directory changed by hand?"
         )
-    model = build_model(**args)
+    model = build_model(ModelArgs.from_stored(args))
     model.load_state_dict(state["model"])
     model.to(device).eval()
-    config = load_config(paths.config)
+    config = load_config(paths.config, stored=True)
     return TrainedModel(model, tokenizer, config, paths, int(state.get("step", 0)))

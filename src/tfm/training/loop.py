@@ -21,7 +21,7 @@ from tfm.data.batching import Batch, EpochData, collate
 from tfm.data.tokenizer import PAD_ID
 from tfm.device import peak_memory_mib
 from tfm.errors import TrainingError
-from tfm.loss import projected_loss_sum, rdrop_loss_sum
+from tfm.loss import projected_loss_sum
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import open_session_everywhere, process_group
 from tfm.training.schedule import learning_rate, peak_learning_rate
@@ -257,17 +257,10 @@ def _optimizer_step(
 
 
 def _batch_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """The summed loss of one batch's real target tokens: label-smoothed cross-entropy, or with
-    `train.rdrop_alpha` > 0 R-Drop, which runs every sentence twice in one doubled batch (two
-    dropout masks) and so costs about twice the compute of the batch."""
-    cfg, weight = session.config.train, session.model.output_projection.weight
+    """The summed label-smoothed cross-entropy of one batch's real target tokens."""
+    weight = session.model.output_projection.weight
     real = batch.tgt_out != PAD_ID  # (B, T): padding gets no logits at all
-    targets = batch.tgt_out[real]  # (N,)
-    if not cfg.rdrop_alpha:
-        hidden = module(batch.src, batch.tgt_in, keep=real, project=False)  # (N, D)
-        return projected_loss_sum(hidden, weight, targets, label_smoothing=cfg.label_smoothing)
-    src, tgt_in, keep = (torch.cat([x, x]) for x in (batch.src, batch.tgt_in, real))  # (2B, ·)
-    hidden = module(src, tgt_in, keep=keep, project=False)  # (2N, D): rows i and N+i agree
-    return rdrop_loss_sum(
-        hidden, weight, targets, label_smoothing=cfg.label_smoothing, alpha=cfg.rdrop_alpha
+    hidden = module(batch.src, batch.tgt_in, keep=real, project=False)  # (N, D)
+    return projected_loss_sum(
+        hidden, weight, batch.tgt_out[real], label_smoothing=session.config.train.label_smoothing
     )

@@ -6,13 +6,13 @@ import hashlib
 import json
 import logging
 import signal
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from pydantic import ValidationError
 
-from tfm.config import Config, to_yaml
+from tfm.config import Config, removed_settings, to_yaml, without_removed_keys
 from tfm.data.batching import EpochData, TokenBatchSampler
 from tfm.data.bidirectional import both_directions
 from tfm.data.bpe_dropout import DropoutEpochs
@@ -21,7 +21,8 @@ from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
 from tfm.diagnostics import degenerate_warnings
 from tfm.errors import UsageError
-from tfm.evaluation import DecodeSettings, evaluate_split
+from tfm.prediction.evaluate import evaluate_split
+from tfm.prediction.settings import DecodeSettings
 from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.lock import holds_run_files, remove_run_files
 from tfm.rundir.metrics import append_event, read_metrics, truncate_metrics
@@ -30,7 +31,7 @@ from tfm.rundir.paths import RunPaths, remember_run
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint, finite_score
 from tfm.training.schedule import build_optimizer
 from tfm.training.state import Progress, restore_rng_state, rng_state
-from tfm.transformer import Transformer, build_model
+from tfm.transformer import ModelArgs, Transformer, build_model
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class Session:
     train_split: EncodedSplit
     validation_split: EncodedSplit
     model: Transformer
-    model_args: dict
+    model_args: ModelArgs
     optimizer: torch.optim.Optimizer
     sampler: TokenBatchSampler
     store: CheckpointStore
@@ -116,7 +117,7 @@ class Session:
             "progress": self.progress.to_dict(),
             "rng": rng_state(),
             "config": self.config.model_dump(mode="json"),
-            "model_args": self.model_args,
+            "model_args": asdict(self.model_args),
             "tokenizer_fingerprint": self.tokenizer.fingerprint(),
             "data_fingerprint": self.data_fingerprint,
             "world_size": self.world_size,
@@ -133,7 +134,7 @@ class Session:
         save_model(
             path,
             self.model,
-            self.model_args,
+            asdict(self.model_args),
             step=self.progress.step,
             tokenizer_fingerprint=self.tokenizer.fingerprint(),
         )
@@ -183,28 +184,14 @@ class Session:
         return t.patience is not None and p.validations_without_gain >= t.patience
 
 
-def model_args(config: Config, tokenizer: Tokenizer) -> dict:
-    """The plain hyperparameters `build_model` takes, from the config and the tokenizer."""
-    m = config.model
-    return {
-        "src_vocab_size": tokenizer.src_vocab_size,
-        "tgt_vocab_size": tokenizer.tgt_vocab_size,
-        "d_model": m.d_model,
-        "n_heads": m.n_heads,
-        "n_encoder_layers": m.n_encoder_layers,
-        "n_decoder_layers": m.n_decoder_layers,
-        "d_ff": m.d_ff,
-        "dropout": m.dropout,
-        "attention_dropout": m.attention_dropout,
-        "activation": m.activation,
-        "activation_dropout": m.activation_dropout,
-        "norm_position": m.norm_position,
-        "share_embeddings": m.share_embeddings,
-        "tie_output": m.tie_output,
-        "max_len": m.max_len,
-        "pad_id": PAD_ID,
-        "word_dropout": m.word_dropout,
-    }
+def model_args(config: Config, tokenizer: Tokenizer) -> ModelArgs:
+    """The model's shape: the config's model section, with the tokenizer's vocabulary sizes."""
+    return ModelArgs.from_config(
+        config.model,
+        src_vocab_size=tokenizer.src_vocab_size,
+        tgt_vocab_size=tokenizer.tgt_vocab_size,
+        pad_id=PAD_ID,
+    )
 
 
 def open_session(
@@ -228,7 +215,7 @@ def open_session(
         tokenizer.save(paths.root)
     torch.manual_seed(config.train.seed)
     args = model_args(config, tokenizer)
-    model = build_model(**args).to(device)
+    model = build_model(args).to(device)
     log.info("model: %s parameters", f"{sum(q.numel() for q in model.parameters()):,}")
     train_split = splits["train"]
     session = Session(
@@ -370,6 +357,10 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
             f"cannot resume from {path}: {', '.join(differing)} differ from the run's; "
             f"change only {allowed} or start a new run"
         )
+    for key, value in removed_settings(state["config"]).items():
+        if value:  # the option was on
+            log.warning("the run trained with %s=%s, which tfm no longer has: it goes on "
+                        "without it", key, value)  # fmt: skip
     for split in SPLITS:
         if old["data"].get(split) != new["data"].get(split):
             log.warning(
@@ -395,7 +386,9 @@ def _begun(state: dict) -> int:
 
 def _as_current_schema(stored: dict) -> dict:
     """A checkpoint's config as this version reads it: a key added since the checkpoint was written
-    takes its default, which is what that version did (e.g. `model.activation_dropout` 0.0)."""
+    takes its default, which is what that version did (e.g. `model.activation_dropout` 0.0), and
+    a key removed since is dropped."""
+    stored = without_removed_keys(stored)
     try:
         return Config.model_validate(stored).model_dump(mode="json")
     except ValidationError:  # a key this version no longer has: compare as stored

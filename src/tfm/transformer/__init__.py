@@ -10,10 +10,11 @@ Shape legend, used in every docstring and trailing shape comment:
 Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk).
 
 Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), layers (§3.1),
-dropout (§5.4), model (§3), decoding (search: greedy, and beam search as in §6.1), ensemble
-(several trained models decoding as one).
+dropout (§5.4), args (the model's shape), model (§3), decoding (search: greedy, and beam search
+as in §6.1, over any `Decodable`).
 """
 
+from tfm.transformer.args import ModelArgs
 from tfm.transformer.attention import (
     KeyValue,
     KeyValueCache,
@@ -21,6 +22,7 @@ from tfm.transformer.attention import (
     scaled_dot_product_attention,
 )
 from tfm.transformer.decoding import (
+    Decodable,
     DecodeResult,
     Hypothesis,
     beam_search,
@@ -30,24 +32,23 @@ from tfm.transformer.decoding import (
 )
 from tfm.transformer.dropout import Dropout
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
-from tfm.transformer.ensemble import Ensemble, EnsembleCache, mean_probability_logits
 from tfm.transformer.feed_forward import PositionwiseFeedForward
 from tfm.transformer.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer
 from tfm.transformer.model import Transformer, build_model
 
 __all__ = [
+    "Decodable",
     "DecodeResult",
     "Decoder",
     "Dropout",
     "DecoderCache",
     "DecoderLayer",
     "Encoder",
-    "Ensemble",
-    "EnsembleCache",
     "EncoderLayer",
     "Hypothesis",
     "KeyValue",
     "KeyValueCache",
+    "ModelArgs",
     "MultiHeadAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",
@@ -58,7 +59,6 @@ __all__ = [
     "gnmt_length_penalty",
     "greedy_decode",
     "greedy_decode_uncached",
-    "mean_probability_logits",
     "scaled_dot_product_attention",
     "sinusoidal_table",
 ]

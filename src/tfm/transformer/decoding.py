@@ -3,21 +3,52 @@ does not know how it is decoded.
 
 §3.1 makes the decoder auto-regressive; §6.1 decodes with beam search (beam size 4, length
 penalty alpha = 0.6), a maximum output length of "input length + 50", and stops early when
-possible. `greedy_decode` is beam search with a beam of one. Both also decode an `Ensemble` of
-models (tfm.transformer.ensemble), which offers the same encode / cache / step interface.
+possible. `greedy_decode` is beam search with a beam of one. Both decode any `Decodable`: a
+`Transformer`, or anything else with its encode / cache / step interface (say, several models
+decoding as one).
 
 Deviation from §6.1: the length limit is `a * source_length + b` (source length without
 padding; a = 1, b = 50 gives the paper's), capped by the model's positional table.
 """
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
-from tfm.transformer.ensemble import Ensemble
-from tfm.transformer.model import Transformer
+from tfm.transformer.model import DecodeStep, Transformer
+
+
+class SearchCache(Protocol):
+    """A model's decoding state for a batch of rows (sentences, or beams of sentences)."""
+
+    def select(self, index: Tensor) -> "SearchCache":
+        """Keep the rows `index` (N,) long, in that order."""
+        ...
+
+    def reorder_beams(self, index: Tensor) -> "SearchCache":
+        """Like `select`, for an `index` that maps each row to a row of the same sentence."""
+        ...
+
+
+class Decodable(Protocol):
+    """What search needs of a model: `pad_id`, `max_len` (the longest source or target it reads),
+    `encode` once per batch, a cache from `start_cache`, then `decode_step` for each new token
+    (shapes as in `Transformer`)."""
+
+    pad_id: int
+
+    @property
+    def max_len(self) -> int: ...
+
+    def encode(self, src_ids: Tensor) -> Any: ...
+
+    def start_cache(self, memory: Any, src_ids: Tensor, *, capacity: int = 64) -> SearchCache: ...
+
+    def decode_step(
+        self, tgt_ids: Tensor, cache: Any, *, need_weights: bool = False
+    ) -> DecodeStep: ...
 
 
 @dataclass(frozen=True)
@@ -31,9 +62,7 @@ class DecodeResult:
     cross_attention: list[Tensor] | None = None
 
 
-def output_limits(
-    model: Transformer | Ensemble, src_ids: Tensor, max_len_a: float, max_len_b: float
-) -> Tensor:
+def output_limits(model: Decodable, src_ids: Tensor, max_len_a: float, max_len_b: float) -> Tensor:
     """Per sentence, the most tokens (EOS included) to generate: floor(a * S_real + b), at least 1
     and at most the model's positional table. Returns (B,) long."""
     if max_len_a < 0:
@@ -45,7 +74,7 @@ def output_limits(
 
 @torch.inference_mode()
 def greedy_decode(
-    model: Transformer | Ensemble,
+    model: Decodable,
     src_ids: Tensor,
     *,
     bos_id: int = 1,
@@ -83,7 +112,7 @@ def greedy_decode_uncached(
 
 
 def _greedy(
-    model: Transformer | Ensemble,
+    model: Decodable,
     src_ids: Tensor,
     bos_id: int,
     eos_id: int,
@@ -106,7 +135,8 @@ def _greedy(
         if cache is not None:
             out = model.decode_step(prefix[:, -1:], cache, need_weights=return_attention)
             logits, cache = out.logits, out.cache  # (B, V)
-        else:
+        else:  # a Transformer (greedy_decode_uncached): re-run the decoder over the prefix
+            assert isinstance(model, Transformer), "uncached decoding needs one Transformer"
             logits = model.decode(prefix, memory, src_ids, last_only=True)[:, -1]  # (B, V)
         next_ids = logits.argmax(dim=-1)  # (B,)
         prefix = torch.cat([prefix, next_ids[:, None]], dim=1)  # (B, 2 + t)
@@ -151,7 +181,7 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
 
 @torch.inference_mode()
 def beam_search(
-    model: Transformer | Ensemble,
+    model: Decodable,
     src_ids: Tensor,
     *,
     bos_id: int = 1,

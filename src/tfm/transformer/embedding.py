@@ -48,6 +48,8 @@ class PositionalEncoding(nn.Module):
     checkpoints, since it is a function of (max_len, d_model) alone.
     """
 
+    table: Tensor  # (max_len, D), registered as a buffer
+
     def __init__(self, *, d_model: int, max_len: int) -> None:
         super().__init__()
         if max_len < 1:

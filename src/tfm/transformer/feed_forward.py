@@ -1,11 +1,13 @@
 """§3.3 Position-wise feed-forward networks, eq. (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""
 
+from collections.abc import Callable
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tfm.transformer.dropout import Dropout
 
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
 
 class PositionwiseFeedForward(nn.Module):

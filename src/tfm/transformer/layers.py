@@ -8,11 +8,13 @@ which trains more stably without warm-up; the stack then ends with one more Laye
 nothing else would normalise the last layer's output.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from torch import Tensor, nn
 
+from tfm.transformer.args import ModelArgs
 from tfm.transformer.attention import KeyValue, KeyValueCache, MultiHeadAttention
 from tfm.transformer.dropout import Dropout
 from tfm.transformer.feed_forward import PositionwiseFeedForward
@@ -39,31 +41,34 @@ class Residual(nn.Module):
         return y if self.pre_norm else self.norm(y)
 
 
+def _attention(args: ModelArgs) -> MultiHeadAttention:
+    return MultiHeadAttention(
+        d_model=args.d_model, n_heads=args.n_heads, attention_dropout=args.attention_dropout
+    )
+
+
+def _feed_forward(args: ModelArgs) -> PositionwiseFeedForward:
+    return PositionwiseFeedForward(
+        d_model=args.d_model,
+        d_ff=args.d_ff,
+        activation=args.activation,
+        activation_dropout=args.activation_dropout,
+    )
+
+
+def _residual(args: ModelArgs) -> Residual:
+    return Residual(d_model=args.d_model, dropout=args.dropout, norm_position=args.norm_position)
+
+
 class EncoderLayer(nn.Module):
     """§3.1: multi-head self-attention, then the position-wise feed-forward network."""
 
-    def __init__(
-        self,
-        *,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        activation: str = "relu",
-        norm_position: str = "post",
-    ) -> None:
+    def __init__(self, args: ModelArgs) -> None:
         super().__init__()
-        residual = dict(d_model=d_model, dropout=dropout, norm_position=norm_position)
-        self.self_attention = MultiHeadAttention(
-            d_model=d_model, n_heads=n_heads, attention_dropout=attention_dropout
-        )
-        self.self_attention_residual = Residual(**residual)
-        self.feed_forward = PositionwiseFeedForward(
-            d_model=d_model, d_ff=d_ff, activation=activation, activation_dropout=activation_dropout
-        )
-        self.feed_forward_residual = Residual(**residual)
+        self.self_attention = _attention(args)
+        self.self_attention_residual = _residual(args)
+        self.feed_forward = _feed_forward(args)
+        self.feed_forward_residual = _residual(args)
 
     def forward(
         self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
@@ -86,29 +91,14 @@ class DecoderLayer(nn.Module):
     pad key from every real query.
     """
 
-    def __init__(
-        self,
-        *,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        activation: str = "relu",
-        norm_position: str = "post",
-    ) -> None:
+    def __init__(self, args: ModelArgs) -> None:
         super().__init__()
-        sizes = dict(d_model=d_model, n_heads=n_heads, attention_dropout=attention_dropout)
-        residual = dict(d_model=d_model, dropout=dropout, norm_position=norm_position)
-        self.self_attention = MultiHeadAttention(**sizes)
-        self.self_attention_residual = Residual(**residual)
-        self.cross_attention = MultiHeadAttention(**sizes)
-        self.cross_attention_residual = Residual(**residual)
-        self.feed_forward = PositionwiseFeedForward(
-            d_model=d_model, d_ff=d_ff, activation=activation, activation_dropout=activation_dropout
-        )
-        self.feed_forward_residual = Residual(**residual)
+        self.self_attention = _attention(args)
+        self.self_attention_residual = _residual(args)
+        self.cross_attention = _attention(args)
+        self.cross_attention_residual = _residual(args)
+        self.feed_forward = _feed_forward(args)
+        self.feed_forward_residual = _residual(args)
 
     def forward(
         self,
@@ -140,34 +130,12 @@ class DecoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """§3.1: a stack of `n_layers` identical encoder layers (plus a final LayerNorm if pre-norm)."""
+    """§3.1: `args.n_encoder_layers` identical layers (plus a final LayerNorm if pre-norm)."""
 
-    def __init__(
-        self,
-        *,
-        n_layers: int,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        activation: str = "relu",
-        norm_position: str = "post",
-    ) -> None:
+    def __init__(self, args: ModelArgs) -> None:
         super().__init__()
-        if n_layers < 1:
-            raise ValueError(f"n_layers={n_layers} must be at least 1")
-        options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
-        options.update(
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-        )
-        self.layers = nn.ModuleList(
-            EncoderLayer(**options, norm_position=norm_position) for _ in range(n_layers)
-        )
-        self.final_norm = nn.LayerNorm(d_model) if norm_position == "pre" else None
+        self.layers = nn.ModuleList(EncoderLayer(args) for _ in range(args.n_encoder_layers))
+        self.final_norm = nn.LayerNorm(args.d_model) if args.norm_position == "pre" else None
 
     def forward(
         self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
@@ -223,51 +191,38 @@ class DecoderOutput(NamedTuple):
 
 
 class Decoder(nn.Module):
-    """§3.1: a stack of `n_layers` identical decoder layers (plus a final LayerNorm if pre-norm)."""
+    """§3.1: `args.n_decoder_layers` identical layers (plus a final LayerNorm if pre-norm)."""
 
-    def __init__(
-        self,
-        *,
-        n_layers: int,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        activation: str = "relu",
-        norm_position: str = "post",
-    ) -> None:
+    def __init__(self, args: ModelArgs) -> None:
         super().__init__()
-        if n_layers < 1:
-            raise ValueError(f"n_layers={n_layers} must be at least 1")
-        options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
-        options.update(
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-        )
-        self.layers = nn.ModuleList(
-            DecoderLayer(**options, norm_position=norm_position) for _ in range(n_layers)
-        )
-        self.final_norm = nn.LayerNorm(d_model) if norm_position == "pre" else None
+        self.layers = nn.ModuleList(DecoderLayer(args) for _ in range(args.n_decoder_layers))
+        self.final_norm = nn.LayerNorm(args.d_model) if args.norm_position == "pre" else None
 
     def start_cache(
         self, memory: Tensor, memory_mask: Tensor | None, *, capacity: int = 64
     ) -> DecoderCache:
         """An empty cache for decoding against memory (B, S, D), with room for `capacity`
         target positions before it has to grow."""
-        first = self.layers[0].self_attention
+        n_heads = self.decoder_layers[0].self_attention.n_heads
         B, _, D = memory.shape
-        like = memory.new_empty(D // first.n_heads)  # (K,)
+        like = memory.new_empty(D // n_heads)  # (K,)
         return DecoderCache(
             [
-                KeyValueCache.empty(like, batch=B, n_heads=first.n_heads, capacity=capacity)
+                KeyValueCache.empty(like, batch=B, n_heads=n_heads, capacity=capacity)
                 for _ in self.layers
             ],
-            [layer.cross_attention.project_context(memory) for layer in self.layers],
+            self._project_context(memory),
             memory_mask,
         )
+
+    @property
+    def decoder_layers(self) -> list[DecoderLayer]:
+        """The layers, typed (an nn.ModuleList's items are plain modules to a type checker)."""
+        return [cast(DecoderLayer, layer) for layer in self.layers]
+
+    def _project_context(self, memory: Tensor) -> list[KeyValue]:
+        """Each layer's cross-attention keys and values of memory (B, S, D)."""
+        return [layer.cross_attention.project_context(memory) for layer in self.decoder_layers]
 
     def forward(
         self,
@@ -283,8 +238,8 @@ class Decoder(nn.Module):
         if cache is None:
             if memory is None:
                 raise ValueError("Decoder needs memory when no cache is given")
-            cross = [layer.cross_attention.project_context(memory) for layer in self.layers]
-            caches: list[KeyValueCache | None] = [None] * len(self.layers)
+            cross = self._project_context(memory)
+            caches: Sequence[KeyValueCache | None] = [None] * len(self.layers)
         else:
             cross, caches, memory_mask = (
                 cache.cross_attention,

@@ -4,11 +4,12 @@ Deviation from §3 (not in the paper): every weight matrix starts Xavier-uniform
 zero; the output projection has no bias.
 """
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
+from tfm.transformer.args import ModelArgs
 from tfm.transformer.dropout import Dropout
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding
 from tfm.transformer.layers import Decoder, DecoderCache, Encoder
@@ -17,80 +18,36 @@ from tfm.transformer.layers import Decoder, DecoderCache, Encoder
 class DecodeStep(NamedTuple):
     logits: Tensor  # (B, V), for the last target position only
     cross_weights: list[Tensor]  # per layer (B, H, T_new, S); empty unless asked for
-    cache: DecoderCache  # the cache including the new positions
+    cache: Any  # the cache including the new positions (a DecoderCache for one model)
 
 
 class Transformer(nn.Module):
     """Source ids (B, S) and shifted target ids (B, T) -> logits (B, T, V); build with
     `build_model`.
 
-    Padding is given by `pad_id`; sources may be padded anywhere, targets only on the right (the
-    causal mask then hides target padding from every real position).
+    Padding is given by `args.pad_id`; sources may be padded anywhere, targets only on the right
+    (the causal mask then hides target padding from every real position).
     With `share_embeddings`, source and target share one embedding (a joint vocabulary); with
     `tie_output`, the pre-softmax projection uses the target embedding matrix (§3.4).
-    `word_dropout` > 0 zeroes whole token embeddings, source and target, in training: each position
-    keeps only its positional encoding with that probability (not in the paper; unscaled, as
-    Sennrich et al. 2016 drop words).
     """
 
-    def __init__(
-        self,
-        *,
-        src_vocab_size: int,
-        tgt_vocab_size: int,
-        d_model: int,
-        n_heads: int,
-        n_encoder_layers: int,
-        n_decoder_layers: int,
-        d_ff: int,
-        dropout: float,
-        attention_dropout: float,
-        activation: str,
-        activation_dropout: float,
-        norm_position: str,
-        share_embeddings: bool,
-        tie_output: bool,
-        max_len: int,
-        pad_id: int,
-        word_dropout: float = 0.0,
-    ) -> None:
+    def __init__(self, args: ModelArgs) -> None:
         super().__init__()
-        if share_embeddings and src_vocab_size != tgt_vocab_size:
-            raise ValueError(
-                f"share_embeddings needs src_vocab_size={src_vocab_size} to equal "
-                f"tgt_vocab_size={tgt_vocab_size}"
-            )
-        if not 0 <= pad_id < min(src_vocab_size, tgt_vocab_size):
-            raise ValueError(
-                f"pad_id={pad_id} is outside the vocabularies "
-                f"(src_vocab_size={src_vocab_size}, tgt_vocab_size={tgt_vocab_size})"
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout={dropout} is not in [0, 1)")
-        if not 0.0 <= word_dropout < 1.0:
-            raise ValueError(f"word_dropout={word_dropout} is not in [0, 1)")
-        self.pad_id = pad_id
-        self.word_dropout = word_dropout
-        self.src_embedding = TokenEmbedding(vocab_size=src_vocab_size, d_model=d_model)
+        self.args = args
+        self.pad_id = args.pad_id
+        self.src_embedding = TokenEmbedding(vocab_size=args.src_vocab_size, d_model=args.d_model)
         self.tgt_embedding = (
             self.src_embedding
-            if share_embeddings
-            else TokenEmbedding(vocab_size=tgt_vocab_size, d_model=d_model)
+            if args.share_embeddings
+            else TokenEmbedding(vocab_size=args.tgt_vocab_size, d_model=args.d_model)
         )
-        self.positional_encoding = PositionalEncoding(d_model=d_model, max_len=max_len)
-        self.embedding_dropout = Dropout(dropout)  # §5.4: on the sums of embeddings and PE
-        options = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout)
-        options.update(
-            attention_dropout=attention_dropout,
-            activation_dropout=activation_dropout,
-            activation=activation,
-            norm_position=norm_position,
-        )
-        self.encoder = Encoder(n_layers=n_encoder_layers, **options)
-        self.decoder = Decoder(n_layers=n_decoder_layers, **options)
-        self.output_projection = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self.positional_encoding = PositionalEncoding(d_model=args.d_model, max_len=args.max_len)
+        self.embedding_dropout = Dropout(args.dropout)  # §5.4: on the sums of embeddings and PE
+        self.encoder = Encoder(args)
+        self.decoder = Decoder(args)
+        self.output_projection = nn.Linear(args.d_model, args.tgt_vocab_size, bias=False)
         self._init_parameters()
-        if tie_output:
+        if args.tie_output:
             self.output_projection.weight = self.tgt_embedding.weight
 
     def _init_parameters(self) -> None:
@@ -114,11 +71,7 @@ class Transformer(nn.Module):
         return is_real[:, None, None, :]  # (B, 1, 1, S)
 
     def _embed(self, ids: Tensor, embedding: TokenEmbedding, offset: int = 0) -> Tensor:
-        x = embedding(ids)  # (B, T, D)
-        if self.training and self.word_dropout > 0:
-            kept = torch.rand(ids.shape, device=ids.device) >= self.word_dropout  # (B, T)
-            x = x * kept.unsqueeze(-1).to(x.dtype)
-        x = self.positional_encoding(x, offset=offset)
+        x = self.positional_encoding(embedding(ids), offset=offset)  # (B, T, D)
         return self.embedding_dropout(x)
 
     def encode(self, src_ids: Tensor) -> Tensor:
@@ -203,46 +156,9 @@ class Transformer(nn.Module):
         }
 
 
-def build_model(
-    *,
-    src_vocab_size: int,
-    tgt_vocab_size: int,
-    d_model: int = 512,
-    n_heads: int = 8,
-    n_encoder_layers: int = 6,
-    n_decoder_layers: int = 6,
-    d_ff: int = 2048,
-    dropout: float = 0.1,
-    attention_dropout: float = 0.0,
-    activation: str = "relu",
-    activation_dropout: float = 0.0,
-    norm_position: str = "post",
-    share_embeddings: bool = False,
-    tie_output: bool = True,
-    max_len: int = 512,
-    pad_id: int = 0,
-    word_dropout: float = 0.0,
-) -> Transformer:
-    """The one way to build the model from plain hyperparameters (defaults: §3's base model).
+def build_model(args: ModelArgs) -> Transformer:
+    """The one way to build the model: from its `ModelArgs`, with freshly initialised weights.
 
     Raises ValueError, naming the values, for inconsistent sizes or unknown option strings.
     """
-    return Transformer(
-        src_vocab_size=src_vocab_size,
-        tgt_vocab_size=tgt_vocab_size,
-        d_model=d_model,
-        n_heads=n_heads,
-        n_encoder_layers=n_encoder_layers,
-        n_decoder_layers=n_decoder_layers,
-        d_ff=d_ff,
-        dropout=dropout,
-        attention_dropout=attention_dropout,
-        activation=activation,
-        activation_dropout=activation_dropout,
-        norm_position=norm_position,
-        share_embeddings=share_embeddings,
-        tie_output=tie_output,
-        max_len=max_len,
-        pad_id=pad_id,
-        word_dropout=word_dropout,
-    )
+    return Transformer(args)

@@ -5,15 +5,15 @@ import math
 
 import pytest
 import torch
-from transformer_helpers import copy_batch, lively_model, padded_batch, train_copy_model
+from tiny_models import copy_batch, lively_model, padded_batch, train_copy_model
 
+from tfm.prediction import Ensemble, mean_probability_logits
 from tfm.transformer import (
-    Ensemble,
+    ModelArgs,
     beam_search,
     build_model,
     gnmt_length_penalty,
     greedy_decode,
-    mean_probability_logits,
 )
 from tfm.transformer.decoding import output_limits
 
@@ -101,7 +101,7 @@ def test_teacher_forcing_gives_the_ensembles_log_probabilities_at_kept_positions
 
 
 def test_members_must_share_the_target_vocabulary_and_padding():
-    small = build_model(src_vocab_size=V, tgt_vocab_size=12, d_model=32, n_heads=4)
+    small = build_model(ModelArgs(src_vocab_size=V, tgt_vocab_size=12, d_model=32, n_heads=4))
     with pytest.raises(ValueError, match=r"target vocabulary size \[12, 16\]"):
         Ensemble([lively_model(), small])
     with pytest.raises(ValueError, match="at least one model"):

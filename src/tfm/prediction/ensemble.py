@@ -4,10 +4,10 @@ An ensemble of independently trained models predicts each next token from the me
 members' probabilities, p(y | ...) = (1/M) sum_m p_m(y | ...): the "linear" combination that
 ensembles of NMT systems have used since the first shared tasks. `Ensemble` offers the part of
 `Transformer`'s interface that search and scoring use (`encode`, `start_cache`, `decode_step`,
-`forward`, `pad_id`, `max_len`), so `greedy_decode`, `beam_search` and a teacher-forced loss take
-it unchanged. Its "logits" are the log of the mean probability: already normalised, so a
-softmax over them gives the ensemble's distribution back, and cross-entropy on them is the
-ensemble's negative log-likelihood.
+`forward`, `pad_id`, `max_len`): it is a `Decodable`, so `greedy_decode`, `beam_search` and a
+teacher-forced loss take it unchanged. Its "logits" are the log of the mean probability: already
+normalised, so a softmax over them gives the ensemble's distribution back, and cross-entropy on
+them is the ensemble's negative log-likelihood.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -70,12 +71,17 @@ class Ensemble(nn.Module):
         self.pad_id = pads.pop()
 
     @property
+    def models(self) -> list[Transformer]:
+        """The members, typed (an nn.ModuleList's items are plain modules to a type checker)."""
+        return [cast(Transformer, m) for m in self.members]
+
+    @property
     def max_len(self) -> int:
-        return min(m.max_len for m in self.members)
+        return min(m.max_len for m in self.models)
 
     def encode(self, src_ids: Tensor) -> list[Tensor]:
         """src_ids (B, S) -> each member's memory (B, S, D_m)."""
-        return [m.encode(src_ids) for m in self.members]
+        return [m.encode(src_ids) for m in self.models]
 
     def start_cache(
         self, memory: list[Tensor], src_ids: Tensor, *, capacity: int = 64
@@ -83,7 +89,7 @@ class Ensemble(nn.Module):
         """Each member's empty cache for its own memory (see `Transformer.start_cache`)."""
         return EnsembleCache(
             [m.start_cache(mem, src_ids, capacity=capacity)
-             for m, mem in zip(self.members, memory, strict=True)]
+             for m, mem in zip(self.models, memory, strict=True)]
         )  # fmt: skip
 
     def decode_step(
@@ -93,13 +99,11 @@ class Ensemble(nn.Module):
         members' attention weights do not combine into one picture, so none are returned."""
         if need_weights:
             raise ValueError("an ensemble does not return attention weights; use one model")
-        steps = [
-            m.decode_step(tgt_ids, c) for m, c in zip(self.members, cache.members, strict=True)
-        ]
+        steps = [m.decode_step(tgt_ids, c) for m, c in zip(self.models, cache.members, strict=True)]
         logits = mean_probability_logits([s.logits for s in steps])  # (B, V)
         return DecodeStep(logits, [], EnsembleCache([s.cache for s in steps]))
 
     def forward(self, src_ids: Tensor, tgt_ids: Tensor, *, keep: Tensor | None = None) -> Tensor:
         """Teacher forcing: the log of the mean probability (B, T, V), or (N, V) for the
         positions where `keep` (B, T) is True (see `Transformer.forward`)."""
-        return mean_probability_logits([m(src_ids, tgt_ids, keep=keep) for m in self.members])
+        return mean_probability_logits([m(src_ids, tgt_ids, keep=keep) for m in self.models])
