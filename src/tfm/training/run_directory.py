@@ -5,11 +5,10 @@ resume is accepted, its config.yaml rewritten and metrics.jsonl cut back to the 
 
 from __future__ import annotations
 
-import shutil
-
 from tfm.config import Config, to_yaml
 from tfm.errors import UsageError
 from tfm.rundir.atomic import atomic_write_text
+from tfm.rundir.lock import holds_run_files, remove_run_files
 from tfm.rundir.metrics import truncate_metrics
 from tfm.rundir.paths import RunPaths, remember_run
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
@@ -27,18 +26,21 @@ def prepare_run_dir(
         store = CheckpointStore(paths.checkpoints, keep_last=1, keep_best=1, mode="max")
         latest = store.latest_loadable() if paths.checkpoints.exists() else None
         if latest is None:
-            raise UsageError(f"--resume: no complete checkpoint in {paths.checkpoints}")
+            raise UsageError(
+                f"--resume: no complete checkpoint in {paths.checkpoints}; "
+                "start the run afresh with --overwrite instead"
+            )
         return latest
     if not writer:
         return None
-    exists = root.exists() and any(root.iterdir())
+    exists = holds_run_files(root)  # the lock file alone is no run
     if exists and not overwrite:
         raise UsageError(
             f"run directory {root} already exists; use --resume to continue it "
             "or --overwrite to start again"
         )
     if exists:
-        shutil.rmtree(root)
+        remove_run_files(root)  # all but the lock this process holds
     root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(to_yaml(config), paths.config)
     return None
