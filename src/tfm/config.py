@@ -15,9 +15,9 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -495,7 +495,7 @@ def _check_nesting(text: str, name: str) -> None:
             raise _too_deep(name, exc.problem_mark) from None
 
 
-def _too_deep(name: str, mark: yaml.Mark | None) -> ConfigError:
+def _too_deep(name: str, mark: Any) -> ConfigError:  # mark: PyYAML's or libyaml's Mark, or None
     line = f":{mark.line + 1}" if mark is not None else ""
     return ConfigError(
         f"{name}{line}: nested more than {MAX_YAML_DEPTH} levels deep; a config is a few levels "
@@ -597,7 +597,7 @@ def without_removed_keys(data: dict) -> dict:
 def _removed(data: dict) -> Iterator[tuple[dict, tuple[str, ...]]]:
     """For each removed key that `data` sets: the mapping that holds it, and its path."""
     for path in REMOVED_KEYS:
-        node = data
+        node: Any = data
         for section in path[:-1]:
             node = node.get(section) if isinstance(node, dict) else None
         if isinstance(node, dict) and path[-1] in node:
@@ -621,7 +621,9 @@ def apply_override(data: dict, override: str) -> tuple:
     return parts
 
 
-def _describe(err: dict, name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]) -> str:
+def _describe(
+    err: Mapping[str, Any], name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]
+) -> str:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     dotted = ".".join(str(p) for p in loc) or "(top level)"
     where = _where(loc, name, lines, set_lines)
@@ -655,7 +657,7 @@ def _suggest(loc: tuple) -> str:
         field = model.model_fields.get(str(part)) if model else None
         annotation = field.annotation if field else None
         is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        model = annotation if is_section else None
+        model = cast(type[BaseModel], annotation) if is_section else None
     if model is None:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)

@@ -26,7 +26,7 @@ PathLike = str | os.PathLike[str]
 _TEMP_FILE = re.compile(r"\..+\.tmp(-\d+-[0-9a-f]+)?")  # no suffix: tokenizers of older versions
 
 
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         with open(tmp, "xb") as file:

@@ -31,6 +31,7 @@ def average_checkpoints(
     if (last is None) == (best is None):
         raise UsageError("give exactly one of --last N or --best N")
     count = last if last is not None else best
+    assert count is not None  # exactly one of the two, checked above
     store = CheckpointStore(paths.checkpoints)
     chosen = store.newest(count) if last is not None else store.top(count)
     if len(chosen) < count:

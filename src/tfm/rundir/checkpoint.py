@@ -18,8 +18,9 @@ What callers must convert before saving (saving refuses anything else, naming th
 import pickletools
 import zipfile
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import torch
 
@@ -47,7 +48,7 @@ def _check_plain(value: object, where: str) -> None:
             _check_plain(item, f"{where}[{key!r}]")
         return
     if kind in _SEQUENCES:
-        for i, item in enumerate(value):  # type: ignore[call-overload]
+        for i, item in enumerate(cast("Iterable[object]", value)):
             _check_plain(item, f"{where}[{i}]")
         return
     raise TypeError(

@@ -16,13 +16,18 @@ _OUT_OF_SPACE = {
 def brief_error(exc: BaseException) -> str:
     """One line for a cause: torch's messages run over several lines and sentences."""
     if (space := space_error(exc)) is not None:
-        return f"{_OUT_OF_SPACE[space.errno]}; free some disk space and retry"
+        return f"{_out_of_space(space)}; free some disk space and retry"
     context = exc.__context__
     if str(exc).startswith("Weights only load failed") and context is not None:
         exc = context  # the unpickler's own reason is in the chained exception
     lines = str(exc).strip().splitlines()
     text = lines[0].split(". ")[0] if lines else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _out_of_space(error: OSError) -> str:
+    """What a full-disk OSError says, in words."""
+    return _OUT_OF_SPACE.get(error.errno or 0, error.strerror or "no space left")
 
 
 def space_error(exc: BaseException) -> OSError | None:
@@ -43,7 +48,7 @@ def write_failure(path: Path, exc: BaseException) -> TfmError:
             f"cannot write {path} ({brief_error(exc)}); the previous file, if any, is unchanged"
         )
     return DiskFullError(
-        f"cannot write {path}: {_OUT_OF_SPACE[space.errno]} ({free_space(path)} free on its "
+        f"cannot write {path}: {_out_of_space(space)} ({free_space(path)} free on its "
         "disk); free some space and run again (the previous file, if any, is unchanged)"
     )
 
@@ -52,7 +57,7 @@ def free_space(path: Path) -> str:
     """The free space on the disk holding `path` (or its nearest existing parent), for humans."""
     for folder in (path, *path.parents):
         try:
-            free = shutil.disk_usage(folder).free
+            free: float = shutil.disk_usage(folder).free
         except OSError:
             continue
         for unit in ("bytes", "KiB", "MiB", "GiB"):

@@ -34,7 +34,7 @@ def _feed(digest: hashlib._Hash, value: object) -> None:
     if isinstance(value, torch.Tensor):
         data = value.detach().to("cpu").resolve_conj().resolve_neg().contiguous().reshape(-1)
         digest.update(f"T{data.dtype}{tuple(value.shape)}:".encode())
-        digest.update(data.view(torch.uint8).numpy())
+        digest.update(data.view(torch.uint8).numpy().data)
     elif isinstance(value, dict):
         digest.update(f"D{len(value)}:".encode())
         for key, item in value.items():
