@@ -2,9 +2,15 @@
 token ids on held-out sentences (differences only at near-ties), the same scores, the same
 texts, and exactly the same per-token log-probabilities for every architecture option."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
+import tfm
 from tfm.config import load_config
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.evaluation import (
@@ -133,3 +139,19 @@ def test_every_token_log_probability_is_tfms(options, tmp_path):
     ours = translate_ids(trained.model, long_source, DecodeSettings(max_len_a=2.0))
     theirs = ct2_nbest_ids(model, long_source, search_settings(model, beam_size=1, max_len_a=2.0))
     assert theirs[0][0].tokens == ours[0] and len(ours[0]) > 0
+
+
+def test_translating_with_an_export_needs_no_torch(exported):
+    """A process that only translates with an export never imports torch (it would add a few
+    hundred MiB and seconds of start-up to a deployment)."""
+    code = (
+        "import sys\n"
+        "from tfm.deploy import translate_with_ctranslate2\n"
+        "print(translate_with_ctranslate2(sys.argv[1], ['the dog sees the cat'])[0] != '')\n"
+        "print('torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(tfm.__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(exported)], capture_output=True, text=True, env=env
+    )
+    assert done.stdout.split() == ["True", "False"], done.stderr[-2000:]

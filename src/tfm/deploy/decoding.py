@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from tfm.config import Config, load_config
 from tfm.data.tokenizer import EOS_ID, Tokenizer
@@ -46,10 +47,16 @@ from tfm.deploy.export import (
     require_ctranslate2,
 )
 from tfm.errors import UsageError
-from tfm.evaluation import _framed_nonblank
-from tfm.transformer import Hypothesis, gnmt_length_penalty
 
 ZERO_PENALTY = 1e-6  # CTranslate2's length penalty for tfm's alpha = 0 (see the docstring)
+
+
+class Hypothesis(NamedTuple):
+    """One output: ids without BOS and EOS, and tfm's score, log P(Y | X) / GNMT penalty. The
+    fields of `tfm.transformer.Hypothesis`, defined here so that this module needs no torch."""
+
+    tokens: list[int]
+    score: float
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ def _hypothesis(
     if ids and ids[-1] == EOS_ID:
         ids = ids[:-1]
     log_prob = score * length**beta
-    return Hypothesis(ids, log_prob / gnmt_length_penalty(length, alpha))
+    return Hypothesis(ids, log_prob / ((5 + length) / 6) ** alpha)  # GNMT (Wu et al., 2016)
 
 
 def translate_with_ctranslate2(
@@ -244,6 +251,15 @@ def translate_nbest_with_ctranslate2(
         texts = opened.tokenizer.decode_tgt([h.tokens for h in hypotheses])
         result[i] = [(text, h.score) for text, h in zip(texts, hypotheses, strict=True)]
     return result
+
+
+def _framed_nonblank(
+    tokenizer: Tokenizer, lines: Sequence[str]
+) -> tuple[list[int], list[list[int]]]:
+    """The indices of the non-blank lines, and those lines encoded and framed (ids + EOS)."""
+    todo = [i for i, line in enumerate(lines) if line.strip()]
+    encoded = tokenizer.encode_src([lines[i].strip() for i in todo])
+    return todo, [ids + [EOS_ID] for ids in encoded]
 
 
 def _opened(

@@ -25,13 +25,9 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import torch
-
 from tfm import __version__
-from tfm.checkpoint import atomic_write_text
 from tfm.data.tokenizer import FILE_NAME as TOKENIZER_FILE
 from tfm.errors import UsageError
-from tfm.run import find_run, load_model_file, load_trained
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +102,15 @@ def export_run(
     check_compute_type(compute_type(quantization), device)
     out = Path(out_dir)
     _check_target(out, overwrite=overwrite)
+    # Here, not at the top: translating with an export (tfm.deploy.decoding) needs no torch.
+    import torch
+
+    from tfm.deploy.convert import TfmConverter, check_representable
+    from tfm.run import find_run, load_model_file, load_trained
+
     paths = find_run(run_dir)
     model_file = paths.best if paths.best.is_file() else paths.last
     model_args = load_model_file(model_file)["model_args"]
-
-    from tfm.deploy.convert import TfmConverter, check_representable
-
     check_representable(model_args)  # before building: an unknown option cannot be built
     trained = load_trained(paths, torch.device("cpu"))
     info = ExportInfo(
@@ -133,7 +132,7 @@ def export_run(
         )
         shutil.copyfile(paths.root / TOKENIZER_FILE, staging / TOKENIZER_FILE)
         shutil.copyfile(paths.config, staging / "config.yaml")
-        atomic_write_text(json.dumps(asdict(info), indent=2) + "\n", staging / MARKER)
+        (staging / MARKER).write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
