@@ -30,6 +30,7 @@ and map onto CTranslate2 as follows.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -47,6 +48,8 @@ from tfm.deploy.export import (
     require_ctranslate2,
 )
 from tfm.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 ZERO_PENALTY = 1e-6  # CTranslate2's length penalty for tfm's alpha = 0 (see the docstring)
 
@@ -137,23 +140,13 @@ def translate_nbest_ids(
     K = settings.beam_size
     if K < 1 or not 1 <= n_best <= K:
         raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {K=}, {n_best=}")
-    max_len = model.info.max_len
-    src_pieces = model.tokenizer.src_pieces
-    groups: dict[int, list[int]] = defaultdict(list)  # output limit -> source indices
-    clipped = []
-    for i, ids in enumerate(sources):
-        if not ids or ids[-1] != EOS_ID:
-            raise ValueError(f"source {i} is not framed (ids + EOS {EOS_ID}): {list(ids)[-5:]}")
-        ids = list(ids) if len(ids) <= max_len else [*ids[: max_len - 1], EOS_ID]
-        clipped.append(src_pieces(ids[:-1]))  # CTranslate2 appends the EOS itself
-        limit = math.floor(settings.max_len_a * len(ids) + settings.max_len_b)
-        groups[min(max(limit, 1), max_len)].append(i)
+    pieces, groups = _by_output_limit(model, sources, settings)
     scored = with_scores or K > 1
     beta = (settings.length_penalty or ZERO_PENALTY) if K > 1 else 0.0
     pending = []
     for limit, indices in groups.items():
         results = model.translator.translate_batch(
-            [clipped[i] for i in indices], asynchronous=True,
+            [pieces[i] for i in indices], asynchronous=True,
             max_batch_size=max(settings.max_tokens // K, 1), batch_type="tokens",
             beam_size=K, num_hypotheses=K, length_penalty=beta, return_scores=scored,
             return_end_token=True, max_input_length=0, max_decoding_length=limit,
@@ -172,6 +165,26 @@ def translate_nbest_ids(
             ]
             outputs[i] = sorted(found, key=lambda h: h.score, reverse=True)[:n_best]
     return outputs
+
+
+def _by_output_limit(
+    model: ExportedModel, sources: Sequence[Sequence[int]], settings: SearchSettings
+) -> tuple[list[list[str]], dict[int, list[int]]]:
+    """Each source as token strings without its EOS (CTranslate2 appends it), cut to the
+    positional table as tfm cuts it; and the sources' indices grouped by their output limit."""
+    max_len = model.info.max_len
+    pieces = []
+    groups: dict[int, list[int]] = defaultdict(list)  # output limit -> source indices
+    for i, ids in enumerate(sources):
+        if not ids or ids[-1] != EOS_ID:
+            raise ValueError(f"source {i} is not framed (ids + EOS {EOS_ID}): {list(ids)[-5:]}")
+        ids = list(ids) if len(ids) <= max_len else [*ids[: max_len - 1], EOS_ID]
+        pieces.append(model.tokenizer.src_pieces(ids[:-1]))
+        limit = math.floor(settings.max_len_a * len(ids) + settings.max_len_b)
+        groups[min(max(limit, 1), max_len)].append(i)
+    if n_long := sum(len(ids) > max_len for ids in sources):
+        log.warning("%d source(s) longer than %d tokens were cut to fit the model", n_long, max_len)
+    return pieces, groups
 
 
 def _target_ids(model: ExportedModel) -> dict[str, int]:

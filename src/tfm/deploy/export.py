@@ -124,24 +124,34 @@ def export_run(
         tokenizer_fingerprint=trained.tokenizer.fingerprint(),
         max_len=trained.model.max_len,
     )
-    staging = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    try:
-        converter = TfmConverter(trained.model, trained.tokenizer, model_args)
-        converter.convert(
-            str(staging), quantization=None if quantization == "none" else quantization
-        )
-        shutil.copyfile(paths.root / TOKENIZER_FILE, staging / TOKENIZER_FILE)
-        shutil.copyfile(paths.config, staging / "config.yaml")
-        (staging / MARKER).write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    converter = TfmConverter(trained.model, trained.tokenizer, model_args)
+    _write_folder(out, converter, quantization, [paths.root / TOKENIZER_FILE, paths.config], info)
     log.info(
         "exported %s (step %d) to %s, quantization %s", model_file, info.step, out, quantization
     )
     return info
+
+
+def _write_folder(
+    out: Path, converter, quantization: str, files: list[Path], info: ExportInfo
+) -> None:
+    """Convert into a staging folder beside `out`, add `files` (tokenizer.json, config.yaml)
+    and the marker, then rename it to `out` (an earlier export there is moved aside first)."""
+    staging = out.with_name(f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    replaced = staging.with_name(staging.name + "-old")
+    try:
+        converter.convert(
+            str(staging), quantization=None if quantization == "none" else quantization
+        )
+        for file in files:
+            shutil.copyfile(file, staging / file.name)
+        (staging / MARKER).write_text(json.dumps(asdict(info), indent=2) + "\n", encoding="utf-8")
+        if out.exists():
+            os.replace(out, replaced)
+        os.replace(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(replaced, ignore_errors=True)
 
 
 def _check_target(out: Path, *, overwrite: bool) -> None:
