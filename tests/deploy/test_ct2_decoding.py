@@ -95,7 +95,8 @@ def test_texts_and_n_best_lists_are_tfms(toy_model, held_out, exported):
     expected = translate_texts_nbest(
         toy_model.model, toy_model.tokenizer, lines, settings_of(toy_model, 4), 3
     )
-    found = translate_nbest_with_ctranslate2(exported, lines, 3, beam_size=4)
+    model = open_export(exported)
+    found = translate_nbest_with_ctranslate2(model, lines, search_settings(model, beam_size=4), 3)
     assert found[12] == [("", 0.0)] * 3
     for theirs, ours_ in zip(found, expected, strict=True):
         assert [text for text, _ in theirs] == [text for text, _ in ours_]

@@ -237,31 +237,16 @@ def translate_with_ctranslate2(
 
 
 def translate_nbest_with_ctranslate2(
-    model: str | Path | ExportedModel,
-    lines: Sequence[str],
-    n_best: int,
-    *,
-    beam_size: int | None = None,
-    length_penalty: float | None = None,
-    max_len_a: float | None = None,
-    max_len_b: float | None = None,
-    max_tokens: int | None = None,
-    device: str = "cpu",
-    threads: int = 1,
-    inter_threads: int = 1,
+    model: ExportedModel, lines: Sequence[str], settings: SearchSettings, n_best: int
 ) -> list[list[tuple[str, float]]]:
-    """Like `translate_with_ctranslate2`, but per line its `n_best` (<= beam size) translations
-    with tfm's scores, best first; a blank line gives `n_best` empty translations scored 0."""
-    opened = _opened(model, device, threads, inter_threads)
-    settings = search_settings(
-        opened, beam_size=beam_size, length_penalty=length_penalty, max_len_a=max_len_a,
-        max_len_b=max_len_b, max_tokens=max_tokens,
-    )  # fmt: skip
-    todo, sources = _framed_nonblank(opened.tokenizer, lines)
-    found = translate_nbest_ids(opened, sources, settings, n_best)
+    """Per line its `n_best` (<= beam size) translations with tfm's scores, best first, as
+    `tfm translate --n-best` gives them; a blank line gives `n_best` empty translations scored
+    0. `model` from `open_export`, `settings` from `search_settings`."""
+    todo, sources = _framed_nonblank(model.tokenizer, lines)
+    found = translate_nbest_ids(model, sources, settings, n_best)
     result = [[("", 0.0)] * n_best for _ in lines]
     for i, hypotheses in zip(todo, found, strict=True):
-        texts = opened.tokenizer.decode_tgt([h.tokens for h in hypotheses])
+        texts = model.tokenizer.decode_tgt([h.tokens for h in hypotheses])
         result[i] = [(text, h.score) for text, h in zip(texts, hypotheses, strict=True)]
     return result
 
