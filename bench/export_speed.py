@@ -102,7 +102,8 @@ def _decoder(engine: str, model: str, n_threads: int):
         import torch
 
         from tfm.evaluation import DecodeSettings, translate_texts
-        from tfm.run import find_run, load_trained
+        from tfm.rundir.model_file import load_trained
+        from tfm.rundir.paths import find_run
 
         torch.set_num_threads(n_threads)
         trained = load_trained(find_run(model), torch.device("cpu"))

@@ -8,7 +8,8 @@ import torch
 from tfm.config import load_config
 from tfm.data.pipeline import load_texts
 from tfm.data.tokenizer import EOS_ID
-from tfm.run import find_run, load_trained
+from tfm.rundir.model_file import load_trained
+from tfm.rundir.paths import find_run
 from tfm.training import train
 
 N_HELD_OUT = 200

@@ -20,7 +20,8 @@ from tfm.evaluation import (
     translate_texts,
     translate_texts_nbest,
 )
-from tfm.run import find_run, load_trained
+from tfm.rundir.model_file import load_trained
+from tfm.rundir.paths import find_run
 from tfm.training import train
 
 pytest.importorskip("ctranslate2")

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from tfm.checkpoint import load_checkpoint, save_checkpoint
 from tfm.data.pipeline import load_texts
 from tfm.errors import CheckpointError, UsageError
 from tfm.evaluation import score_translations
+from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
 
 pytest.importorskip("ctranslate2")
 

@@ -106,7 +106,8 @@ def export_run(
     import torch
 
     from tfm.deploy.convert import TfmConverter, check_representable
-    from tfm.run import find_run, load_model_file, load_trained
+    from tfm.rundir.model_file import load_model_file, load_trained
+    from tfm.rundir.paths import find_run
 
     paths = find_run(run_dir)
     model_file = paths.best if paths.best.is_file() else paths.last
