@@ -76,11 +76,19 @@ def test_greedy_gives_tfms_token_ids_on_held_out_sentences(toy_model, held_out, 
         assert first_divergence_gap(toy_model.model, sources[i], ours[i], theirs[i]) < 1e-4
 
 
-def test_beam_search_gives_tfms_best_hypotheses_and_scores(toy_model, held_out, exported):
+@pytest.mark.parametrize("alpha", [0.6, 0.0])
+def test_beam_search_gives_tfms_best_hypotheses_and_scores(toy_model, held_out, exported, alpha):
+    """Beam 5 with GNMT's penalty, and without one (alpha 0: CTranslate2 runs with a tiny
+    penalty of its own, since with none it changes its stopping rule)."""
     _, sources = held_out
-    ours = translate_nbest_ids(toy_model.model, sources, settings_of(toy_model, 5), 1)
+    settings = DecodeSettings.from_config(
+        toy_model.config.decoding, CPU, torch.float32, beam_size=5, length_penalty=alpha
+    )
+    ours = translate_nbest_ids(toy_model.model, sources, settings, 1)
     model = open_export(exported)
-    theirs = ct2_nbest_ids(model, sources, search_settings(model, beam_size=5))
+    theirs = ct2_nbest_ids(
+        model, sources, search_settings(model, beam_size=5, length_penalty=alpha)
+    )
     same = [i for i in range(len(sources)) if ours[i][0].tokens == theirs[i][0].tokens]
     assert len(same) >= 0.99 * len(sources)
     for i in same:  # tfm's GNMT-normalised score, recovered from CTranslate2's

@@ -17,10 +17,10 @@ and map onto CTranslate2 as follows.
   K finished hypotheses or at its limit. The length penalty differs in form: tfm divides a
   hypothesis's log-probability by GNMT's ((5 + |Y|) / 6)^alpha, CTranslate2 by |Y|^beta (|Y|
   the generated tokens, EOS included, which `return_end_token` makes CTranslate2 count too).
-  CTranslate2 is run with beta = alpha (1e-6 for alpha 0: with beta 0 it would stop as soon as
-  its top beam finishes, a different search), returns its K best finished hypotheses, and these
-  are re-ranked by tfm's GNMT score, computed from the log-probability recovered as
-  score * |Y|^beta. What can still differ: (1) a sentence can finish with up to 2K - 1
+  CTranslate2 is run with beta = alpha (1e-6 for alpha 0: with beta 0 it changes its stopping
+  rule, waiting also for a step where its top beam ends), returns its K best finished
+  hypotheses, and these are re-ranked by tfm's GNMT score, computed from the log-probability
+  recovered as score * |Y|^beta. What can still differ: (1) a sentence can finish with up to 2K - 1
   hypotheses; tfm ranks all of them, here only the K that CTranslate2's |Y|^alpha ranks best,
   so the GNMT-best is lost only when K others outrank it under |Y|^alpha; (2) at the length
   limit tfm also finishes the live beams taken from candidates K+1..2K, which never beat the
