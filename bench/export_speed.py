@@ -49,7 +49,7 @@ def test_sentences(run: Path, data: Path, n: int) -> tuple[list[str], list[str]]
     """The first `n` test2016 sources of the run's source language, and their references."""
     from tfm.config import load_config
 
-    languages = load_config(run / "config.yaml").data
+    languages = load_config(run / "config.yaml", stored=True).data
     sides = []
     for lang in (languages.src_lang, languages.tgt_lang):
         path = data / f"test2016.{lang}"

@@ -102,7 +102,8 @@ def open_export(
         str(path), device=device, compute_type=kind, inter_threads=inter_threads,
         intra_threads=threads,
     )  # fmt: skip
-    return ExportedModel(translator, tokenizer, load_config(path / "config.yaml"), info, path)
+    config = load_config(path / "config.yaml", stored=True)  # keys removed since are dropped
+    return ExportedModel(translator, tokenizer, config, info, path)
 
 
 def search_settings(
