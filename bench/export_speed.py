@@ -6,12 +6,14 @@ tfm, CTranslate2 float32 and CTranslate2 int8, each greedy and beam 5, on 1 and 
 
 Sentences per second are text in, text out (tokenising and detokenising included), of all the
 sentences at once (`tfm.evaluation.translate_texts`, `tfm.deploy.translate_with_ctranslate2`),
-reported as ratios to tfm's greedy search on one thread in the same round: rounds run the three
-engines in turn, in alternating order. Each engine runs in a child process of its own, so its
-peak memory (the child's peak resident set: Python, torch, the model, decoding) is what a
-process serving it alone would need. BLEU (sacreBLEU against the reference side) comes with each
-row, so the export's quality is checked in the same run. The run is exported to a temporary
-folder (float32 and int8) first.
+reported as ratios to tfm's greedy search on one thread in the same round ("ratio") and to tfm
+with the same search and threads ("vs tfm"): rounds run the three engines in turn, in
+alternating order. `--beams` and `--threads` choose other lists (`--threads 1` for a quieter
+measurement where other jobs share the cores). Each engine runs in a child process of its own,
+so its peak memory (the child's peak resident set: Python, the libraries, the model, decoding)
+is what a process serving it alone would need; the CTranslate2 children never import torch.
+BLEU (sacreBLEU against the reference side) comes with each row, so the export's quality is
+checked in the same run. The run is exported to a temporary folder (float32 and int8) first.
 
 Data: test2016.{src,tgt} of the run's languages from `--data DIR`, else $TFM_MULTI30K, else
 ../shared/data/multi30k beside the repository.
@@ -135,10 +137,9 @@ def run_child(engine: str, model: Path, lines_file: Path, beams, threads) -> dic
 
 def benchmark(run: Path, lines: list[str], refs: list[str] | None, *, rounds: int, folder: Path,
               beams=(1, 5), threads=(1, 2)) -> list[dict]:  # fmt: skip
-    """One row per engine, beam size and thread count: median sentences/s, median ratio to tfm
-    greedy on one thread (paired by round), the engine's peak MiB and BLEU."""
+    """One row per engine, beam size and thread count (see `table`), measured in `rounds`
+    rounds of the three engines."""
     from tfm.deploy import export_run
-    from tfm.evaluation import score_translations
 
     models = {"tfm": run}
     for engine, quantization in QUANTIZATION.items():
@@ -153,32 +154,44 @@ def benchmark(run: Path, lines: list[str], refs: list[str] | None, *, rounds: in
             found = run_child(engine, models[engine], lines_file, beams, threads)
             peaks[engine] = max(peaks.get(engine, 0.0), found["peak_mib"])
             for row in found["rows"]:
-                key = (engine, row["beam"], row["threads"])
-                results.setdefault(key, []).append(row)
-    base = results[("tfm", 1, 1)]
-    table = []
+                results.setdefault((engine, row["beam"], row["threads"]), []).append(row)
+    return table(results, peaks, len(lines), refs)
+
+
+def table(results: dict[tuple, list], peaks: dict[str, float], n: int, refs) -> list[dict]:
+    """Per (engine, beam, threads): median sentences/s; median of the per-round ratios to tfm
+    greedy on one thread ("ratio") and to tfm with the same search and threads ("vs_tfm"); the
+    engine's peak MiB; BLEU of its outputs when there are references."""
+    from tfm.evaluation import score_translations
+
+    rows = []
     for (engine, beam, n_threads), measured in results.items():
-        rates = [len(lines) / m["seconds"] for m in measured]
-        ratios = [rate * b["seconds"] / len(lines) for rate, b in zip(rates, base, strict=True)]
-        outputs = measured[-1]["outputs"]
-        bleu = score_translations(outputs, refs)["bleu"] if refs else None
-        table.append({"engine": engine, "search": "greedy" if beam == 1 else f"beam {beam}",
-                      "threads": n_threads, "sentences_per_s": statistics.median(rates),
-                      "ratio": statistics.median(ratios), "peak_mib": peaks[engine],
-                      "bleu": bleu})  # fmt: skip
-    return table
+        paired = {
+            name: [b["seconds"] / m["seconds"] for m, b in zip(measured, base, strict=True)]
+            for name, base in (
+                ("ratio", results[("tfm", 1, 1)]), ("vs_tfm", results[("tfm", beam, n_threads)])
+            )
+        }  # fmt: skip
+        bleu = score_translations(measured[-1]["outputs"], refs)["bleu"] if refs else None
+        rows.append({"engine": engine, "search": "greedy" if beam == 1 else f"beam {beam}",
+                     "threads": n_threads,
+                     "sentences_per_s": statistics.median(n / m["seconds"] for m in measured),
+                     "ratio": statistics.median(paired["ratio"]),
+                     "vs_tfm": statistics.median(paired["vs_tfm"]), "peak_mib": peaks[engine],
+                     "bleu": bleu})  # fmt: skip
+    return rows
 
 
-def report(table: list[dict], n: int, rounds: int) -> str:
+def report(rows: list[dict], n: int, rounds: int) -> str:
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    lines = [f"{n} sentences, {rounds} round(s), {os.cpu_count()} CPUs, load {load}; "
-             "ratio: sentences/s over tfm greedy on 1 thread",
-             f"{'engine':<12} {'search':<7} {'thr':>3} {'sent/s':>8} {'ratio':>7} "
+    lines = [f"{n} sentences, {rounds} round(s), {os.cpu_count()} CPUs, load {load}; ratio: "
+             "sentences/s over tfm greedy on 1 thread; vs tfm: over tfm, same search and threads",
+             f"{'engine':<12} {'search':<7} {'thr':>3} {'sent/s':>8} {'ratio':>7} {'vs tfm':>7} "
              f"{'peak MiB':>9} {'BLEU':>6}"]  # fmt: skip
-    for row in table:
+    for row in rows:
         bleu = "" if row["bleu"] is None else f"{row['bleu']:.2f}"
         lines.append(f"{row['engine']:<12} {row['search']:<7} {row['threads']:>3} "
-                     f"{row['sentences_per_s']:>8.1f} {row['ratio']:>6.2f}x "
+                     f"{row['sentences_per_s']:>8.1f} {row['ratio']:>6.2f}x {row['vs_tfm']:>6.2f}x "
                      f"{row['peak_mib']:>9.0f} {bleu:>6}")  # fmt: skip
     return "\n".join(lines)
 
@@ -194,12 +207,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--lines", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--beams", default="1,5", help=argparse.SUPPRESS)
-    parser.add_argument("--threads", default="1,2", help=argparse.SUPPRESS)
+    parser.add_argument("--beams", default="1,5", help="beam sizes, with 1 (greedy) among them")
+    parser.add_argument("--threads", default="1,2", help="thread counts, with 1 among them")
     args = parser.parse_args(argv)
+    beams, threads = ([int(x) for x in v.split(",")] for v in (args.beams, args.threads))
+    if 1 not in beams or 1 not in threads:
+        raise SystemExit(
+            "--beams and --threads must include 1 (the baseline is tfm greedy, 1 thread)"
+        )
     if args.child:
         lines = json.loads(args.lines.read_text(encoding="utf-8"))
-        beams, threads = ([int(x) for x in v.split(",")] for v in (args.beams, args.threads))
         print(json.dumps(measure(args.child, args.model, lines, beams, threads)))
         return []
     with tempfile.TemporaryDirectory(prefix="tfm-export-bench-") as tmp:
@@ -211,11 +228,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         else:
             run, rounds = args.run, args.rounds
             lines, refs = test_sentences(run, args.data or default_data(), args.sentences)
-        table = benchmark(run, lines, refs, rounds=rounds, folder=Path(tmp))
-    print(report(table, len(lines), rounds))
+        rows = benchmark(run, lines, refs, rounds=rounds, folder=Path(tmp), beams=beams,
+                         threads=threads)  # fmt: skip
+    print(report(rows, len(lines), rounds))
     if args.json:
-        args.json.write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
-    return table
+        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    return rows
 
 
 if __name__ == "__main__":
