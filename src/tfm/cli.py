@@ -398,3 +398,25 @@ def average(
 
 def main() -> None:
     app()
+
+
+@data_app.command("prepare")
+def data_prepare(
+    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")],
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a config key: section.key=value (repeatable)."),
+    ] = None,
+) -> None:
+    """Tokenize the training split into the data cache ahead of training (BPE, token ids,
+    texts); prints the cache entry's folder. Runs on the same data then start at once."""
+    _setup_logging()
+
+    def body() -> int:
+        from tfm.config import load_config
+        from tfm.data.cache import prepared_entry
+
+        typer.echo(prepared_entry(load_config(config, list(overrides or []))).path)
+        return 0
+
+    _guard(body)

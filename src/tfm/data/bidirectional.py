@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from tfm.data.batching import EpochData, TokenBatchSampler
+from tfm.data.ragged import Joined, Reframed
 from tfm.data.tokenizer import BOS_ID
 
 log = logging.getLogger(__name__)
@@ -24,11 +25,11 @@ def both_directions(data: EpochData, *, seed: int, epoch: int, max_tokens: int) 
     Pair i's reverse is pair n + i: its source is the target without BOS (ids + [EOS]), its
     target the source with BOS in front ([BOS] + ids + [EOS]).
     """
-    src = data.src + [t[1:] for t in data.tgt]
-    tgt = data.tgt + [[BOS_ID, *s] for s in data.src]
+    src = Joined(data.src, Reframed(data.tgt, drop=1))  # views: nothing is copied
+    tgt = Joined(data.tgt, Reframed(data.src, prefix=[BOS_ID]))
     sampler = TokenBatchSampler(
-        [len(s) for s in src],
-        [len(t) for t in tgt],
+        src.lengths,
+        tgt.lengths,
         max_tokens=max_tokens,
         seed=seed,
         quiet=True,  # a reversed pair is at most one token wider; the plain sampler has warned

@@ -66,17 +66,24 @@ def _untrained() -> HfTokenizer:
 
 
 def _train_one(
-    texts: Sequence[str], side: str, *, vocab_size: int, min_frequency: int
+    texts: Sequence[str],
+    side: str,
+    *,
+    vocab_size: int,
+    min_frequency: int,
+    alphabet: Sequence[str] = (),
 ) -> HfTokenizer:
     n_lines = len(texts)
     if not any(text.strip() for text in texts):
         raise DataError(f"cannot train a tokenizer: the {side} text is empty ({n_lines} lines)")
     tok = _untrained()
+    extra = {"initial_alphabet": list(alphabet)} if alphabet else {}
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=list(SPECIAL_TOKENS),
         show_progress=False,
+        **extra,
     )
     tok.train_from_iterator(texts, trainer, length=n_lines)
     if tok.get_vocab_size() > vocab_size:  # the trainer keeps every character, whatever the size
@@ -99,22 +106,32 @@ def train_tokenizer(
     vocab_size: int = 8000,
     min_frequency: int = 2,
     joint: bool = True,
+    alphabets: dict[str, Sequence[str]] | None = None,
 ) -> Tokenizer:
-    """Train BPE on the training split; deterministic for the same texts and settings."""
+    """Train BPE on the training split; deterministic for the same texts and settings.
+
+    `alphabets` ({"src": chars, "tgt": chars}) adds characters to each vocabulary that the texts
+    may lack: those of a whole corpus when BPE learns from a sample of it (`tfm.data.store`).
+    """
+    alphabets = alphabets or {"src": (), "tgt": ()}
     if min_frequency < 1:
         raise ValueError(f"min_frequency={min_frequency} must be at least 1")
     start = time.perf_counter()
     if joint:
         texts = list(chain(src_texts, tgt_texts))
         shared = _train_one(
-            texts, "source+target", vocab_size=vocab_size, min_frequency=min_frequency
+            texts,
+            "source+target",
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            alphabet=sorted({*alphabets["src"], *alphabets["tgt"]}),
         )
         result = Tokenizer(src=shared, tgt=shared)
     else:
         kwargs = {"vocab_size": vocab_size, "min_frequency": min_frequency}
         result = Tokenizer(
-            src=_train_one(src_texts, "source", **kwargs),
-            tgt=_train_one(tgt_texts, "target", **kwargs),
+            src=_train_one(src_texts, "source", alphabet=alphabets["src"], **kwargs),
+            tgt=_train_one(tgt_texts, "target", alphabet=alphabets["tgt"], **kwargs),
         )
     log.info(
         "trained %s BPE: %d source / %d target tokens in %.1f s",

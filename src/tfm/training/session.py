@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import shutil
 import signal
@@ -17,7 +15,9 @@ from tfm.config import Config, removed_settings, to_yaml, without_removed_keys
 from tfm.data.batching import EpochData, TokenBatchSampler
 from tfm.data.bidirectional import both_directions
 from tfm.data.bpe_dropout import DropoutEpochs
-from tfm.data.pipeline import EncodedSplit, prepare_splits
+from tfm.data.cache import legacy_fingerprint, training_splits
+from tfm.data.pipeline import EncodedSplit
+from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
 from tfm.diagnostics import degenerate_warnings
@@ -207,9 +207,7 @@ def open_session(
     device = select_device(config.train.device)
     dtype = resolve_precision(config.train.precision, device)
     tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
-    splits, tokenizer = prepare_splits(
-        config.data, config.tokenizer, ("train", "validation"), tokenizer=tokenizer
-    )
+    splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
     if not checkpoint and writer:
         tokenizer.save(paths.root)
     torch.manual_seed(config.train.seed)
@@ -229,8 +227,8 @@ def open_session(
         model_args=args,
         optimizer=build_optimizer(model, config),
         sampler=TokenBatchSampler(
-            [len(s) for s in train_split.src],
-            [len(t) for t in train_split.tgt],
+            lengths_of(train_split.src),
+            lengths_of(train_split.tgt),
             max_tokens=config.train.max_tokens,
             seed=config.train.seed,
         ),
@@ -240,7 +238,7 @@ def open_session(
             keep_best=config.train.keep_best,
             mode="max",
         ),
-        data_fingerprint=_fingerprint(train_split),
+        data_fingerprint=data_fingerprint,
         world_size=world_size,
     )
     if config.tokenizer.bpe_dropout > 0:
@@ -335,7 +333,7 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
         for section in ("data", "tokenizer", "model", "train")
         for key in sorted(set(old[section]) | set(new[section]))
         if (section != "train" or key in FIXED_TRAIN_KEYS)
-        and (section != "data" or key not in SPLITS)
+        and (section != "data" or key not in (*SPLITS, "cache_dir"))
         and old[section].get(key) != new[section].get(key)
     ]
     allowed = "budgets (max_steps, max_epochs, max_minutes, …)"
@@ -346,7 +344,8 @@ def _check_consistent(session: Session, state: dict, path: Path) -> None:
         )
     if state["tokenizer_fingerprint"] != session.tokenizer.fingerprint():
         differing.append("tokenizer.json")
-    if state["data_fingerprint"] != session.data_fingerprint:
+    stored = state["data_fingerprint"]  # a checkpoint from before the data cache: the legacy one
+    if stored != session.data_fingerprint and stored != legacy_fingerprint(session.train_split):
         differing.append("training data")
     if differing:
         raise UsageError(
@@ -389,10 +388,3 @@ def _as_current_schema(stored: dict) -> dict:
         return Config.model_validate(stored).model_dump(mode="json")
     except ValidationError:  # a key this version no longer has: compare as stored
         return stored
-
-
-def _fingerprint(split: EncodedSplit) -> str:
-    digest = hashlib.sha256()
-    for src, tgt in zip(split.src, split.tgt, strict=True):
-        digest.update(json.dumps([src, tgt]).encode())
-    return digest.hexdigest()[:16]
