@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,17 +60,20 @@ class CacheKey:
     key: str
     parts: dict
     input_bytes: int  # of the training files, or of the cleaned pairs' text
+    origin: str | None  # what a file-format source reads, as the load report names it
 
 
 def cache_key(config: Config) -> CacheKey:
     """The key of the config's training split and tokenizer settings, by content."""
     data, source = config.data, config.data.train
     files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
-    content = hashlib.sha256()
+    content, origin = hashlib.sha256(), None
     if files is not None:
-        size = 0
-        for path in files:
-            size += _hash_file(content, path, key="data.train.path")
+        size = sum(_hash_file(content, path, key="data.train.path") for path in files)
+        _, cleaner = stream_split(  # nothing is read until the pairs are asked for
+            source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
+        )
+        origin = cleaner.origin
     else:  # toy, hub, disk: the cleaned pairs themselves
         size = _hash_pairs(content, config)
     reading = source.model_dump(mode="json", exclude={"path"})
@@ -82,7 +86,7 @@ def cache_key(config: Config) -> CacheKey:
         "tokenizer": {k: tokenizer[k] for k in TOKENIZER_KEYS},
     }
     canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-    return CacheKey(hashlib.sha256(canonical.encode()).hexdigest()[:20], parts, size)
+    return CacheKey(hashlib.sha256(canonical.encode()).hexdigest()[:20], parts, size, origin)
 
 
 TOKENIZER_KEYS = ("vocab_size", "min_frequency", "joint", "train_sample")  # the rest: training
@@ -198,8 +202,6 @@ def prepared_entry(
     With `tokenizer` (a resumed run's), the entry must hold ids of that very tokenizer: the one
     the key names is used when it does, else one prepared with `tokenizer` beside it.
     """
-    from tfm.data.store import write_entry  # the writing side, needed on a miss only
-
     root = cache_root(config)
     found = cache_key(config)
     key = found.key
@@ -208,15 +210,36 @@ def prepared_entry(
         if entry is not None and entry.meta["tokenizer_fingerprint"] != tokenizer.fingerprint():
             key = f"{key}-{tokenizer.fingerprint()[:8]}"
     entry = open_entry(root / key)
-    if entry is not None:
-        log.info("%s (prepared data in %s)", entry.report().summary(), entry.path)
-        return entry
+    written = entry is None
+    if entry is None:
+        entry = _prepare(config, root, key, found, tokenizer=tokenizer, progress=progress)
+    if found.origin is not None:  # a moved corpus: say where it is read from now
+        entry = CacheEntry(entry.path, {**entry.meta, "origin": found.origin})
+    where = "written to" if written else "in"
+    log.info("%s (prepared data %s %s)", entry.report().summary(), where, entry.path)
+    return entry
+
+
+def _prepare(
+    config: Config,
+    root: Path,
+    key: str,
+    found: CacheKey,
+    *,
+    tokenizer: Tokenizer | None,
+    progress: bool,
+) -> CacheEntry:
+    """Write the entry `key` under the lock, unless another process has meanwhile."""
+    from tfm.data.store import write_entry  # the writing side (it imports this module)
+
+    lock = root / f"{key}.lock"
     try:
         root.mkdir(parents=True, exist_ok=True)
+        lock.touch()
     except OSError as exc:
-        raise DataError(f"data.cache_dir {root}: cannot create it ({exc.strerror})") from None
-    with _locked(root / f"{key}.lock", root / key):
-        entry = open_entry(root / key)  # another process may have prepared it meanwhile
+        raise DataError(f"data.cache_dir {root}: cannot write there ({exc.strerror})") from None
+    with _locked(lock, root / key):
+        entry = open_entry(root / key)
         if entry is not None:
             return entry
         for stale in [root / key, *root.glob(f".tmp-{key}-*")]:  # left by a failed attempt
@@ -232,23 +255,7 @@ def prepared_entry(
     entry = open_entry(root / key)
     if entry is None:
         raise DataError(f"{root / key}: the prepared data cannot be read back")
-    log.info("%s (prepared data written to %s)", entry.report().summary(), entry.path)
     return entry
-
-
-def training_splits(
-    config: Config, *, tokenizer: Tokenizer | None = None
-) -> tuple[dict[str, EncodedSplit], Tokenizer, str]:
-    """The training split from the cache (prepared if needed), the validation split encoded in
-    memory (it is small, and its texts are needed for scoring), the tokenizer (`tokenizer`, or
-    the entry's) and the training data's fingerprint for exact resume."""
-    entry = prepared_entry(config, tokenizer=tokenizer)
-    tokenizer = tokenizer if tokenizer is not None else entry.tokenizer()
-    train = entry.split(max_length=config.data.max_length)
-    if train.report.dropped.get("too long"):
-        log.info(train.report.summary())
-    splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",), tokenizer=tokenizer)
-    return {"train": train, **splits}, tokenizer, entry.fingerprint(config.data.max_length)
 
 
 class _locked:
@@ -266,6 +273,23 @@ class _locked:
 
     def __exit__(self, *exc) -> None:
         self.lock.release()
+
+
+def training_splits(
+    config: Config, *, tokenizer: Tokenizer | None = None
+) -> tuple[dict[str, EncodedSplit], Tokenizer, str]:
+    """The training split from the cache (prepared if needed), the validation split encoded in
+    memory (it is small, and its texts are needed for scoring), the tokenizer (`tokenizer`, or
+    the entry's) and the training data's fingerprint for exact resume."""
+    start = time.perf_counter()
+    entry = prepared_entry(config, tokenizer=tokenizer)
+    tokenizer = tokenizer if tokenizer is not None else entry.tokenizer()
+    train = entry.split(max_length=config.data.max_length)
+    if train.report.dropped.get("too long"):
+        log.info(train.report.summary())
+    splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",), tokenizer=tokenizer)
+    log.info("data ready in %.1f s", time.perf_counter() - start)
+    return {"train": train, **splits}, tokenizer, entry.fingerprint(config.data.max_length)
 
 
 def legacy_fingerprint(split: EncodedSplit) -> str:

@@ -72,21 +72,21 @@ def _no_space(root: Path, needed: int, free: int | None) -> str:
 def _write(
     config: Config, folder: Path, found: CacheKey, *, tokenizer: Tokenizer | None, progress: bool
 ) -> dict:
-    seconds = {}
-    start = time.perf_counter()
+    clock = _Clock()
     report, alphabets = _write_texts(config, folder, progress=progress)
     texts = {side: RaggedText.open(folder / side) for side in SIDES}
-    seconds["read"] = time.perf_counter() - start
+    clock.lap("read")
     if tokenizer is None:
         tokenizer = _learn(texts, config.tokenizer, alphabets)
     tokenizer.save(folder)
-    seconds["bpe"] = time.perf_counter() - start - sum(seconds.values())
+    clock.lap("bpe")
     tokens = _write_ids(texts, tokenizer, folder, progress=progress)
-    seconds["encode"] = time.perf_counter() - start - sum(seconds.values())
+    clock.lap("encode")
+    seconds = clock.seconds
     log.info(
-        "train: prepared %s pairs in %.1f s (reading %.1f s, BPE %.1f s, encoding %.1f s)",
-        f"{report.kept:,}", sum(seconds.values()), seconds["read"], seconds["bpe"],
-        seconds["encode"],
+        "train: prepared %s pairs in %.1f s (reading %.1f s, BPE %.1f s, encoding %.1f s; "
+        "%.1f s of CPU)", f"{report.kept:,}", sum(seconds.values()), seconds["read"],
+        seconds["bpe"], seconds["encode"], sum(clock.cpu_seconds.values()),
     )  # fmt: skip
     return {
         "version": VERSION,
@@ -99,7 +99,22 @@ def _write(
         "tokens": tokens,
         "tokenizer_fingerprint": tokenizer.fingerprint(),
         "seconds": {phase: round(s, 2) for phase, s in seconds.items()},
+        "cpu_seconds": {phase: round(s, 2) for phase, s in clock.cpu_seconds.items()},
     }
+
+
+class _Clock:
+    """Wall-clock and CPU seconds (all threads of the process) of consecutive phases."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def lap(self, phase: str) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.seconds[phase], self.cpu_seconds[phase] = wall - self._wall, cpu - self._cpu
+        self._wall, self._cpu = wall, cpu
 
 
 def _vocab_size(tokenizer: Tokenizer, side: str) -> int:
