@@ -90,7 +90,7 @@ def config_text(work: Path, n: int, *, quick: bool) -> str:
                 "max_epochs": None,
                 "warmup_steps": 10,
             },
-            "decoding": {"max_len_b": 2},
+            "decoding": {"max_len_a": 0.0, "max_len_b": 2},  # the final validation: quick
         }
     )
 

@@ -12,7 +12,8 @@ import torch
 from tfm.config import load_config
 from tfm.data import cache, store
 from tfm.data.batching import TokenBatchSampler, collate
-from tfm.data.cache import cache_key, prepared_entry, training_splits
+from tfm.data.cache import prepared_entry, training_splits
+from tfm.data.cache_key import cache_key
 from tfm.data.pipeline import prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
 from tfm.data.tokenizer import UNK_ID
@@ -212,3 +213,16 @@ def test_resuming_with_another_tokenizer_gets_an_entry_of_its_own(tmp_path):
     assert own.path.name.startswith(entry.path.name + "-")
     assert own.tokenizer().fingerprint() == other.fingerprint()
     assert cache.open_entry(entry.path) is not None  # the first is left as it was
+
+
+def test_bad_input_is_named_by_file_and_line_and_leaves_no_entry(tmp_path):
+    path = tmp_path / "train.tsv"
+    lines = [f"wort {i}\tword {i}" for i in range(500)]
+    lines[349] = "a line without a tab"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = config_for(tmp_path, "unused", f"data.train={{format: tsv, path: {path}}}")
+    with pytest.raises(DataError, match=rf"^{path}:350: expected 2 tab-separated fields"):
+        prepared_entry(config)
+    assert [p.name for p in (tmp_path / "runs" / ".tfm-cache").iterdir()] == [
+        f"{cache_key(config).key}.lock"
+    ]

@@ -15,7 +15,8 @@ from tfm.config import Config, removed_settings, to_yaml, without_removed_keys
 from tfm.data.batching import EpochData, TokenBatchSampler
 from tfm.data.bidirectional import both_directions
 from tfm.data.bpe_dropout import DropoutEpochs
-from tfm.data.cache import legacy_fingerprint, training_splits
+from tfm.data.cache import training_splits
+from tfm.data.cache_key import legacy_fingerprint
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import PAD_ID, Tokenizer
