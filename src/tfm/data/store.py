@@ -18,6 +18,7 @@ import errno
 import json
 import logging
 import shutil
+import sys
 import time
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -78,7 +79,7 @@ def _write(
     texts = {side: RaggedText.open(folder / side) for side in SIDES}
     clock.lap("read")
     if tokenizer is None:
-        tokenizer = _learn(texts, config.tokenizer, alphabets)
+        tokenizer = _learn(texts, config.tokenizer, alphabets, progress=progress)
     tokenizer.save(folder)
     clock.lap("bpe")
     tokens = _write_ids(texts, tokenizer, folder, progress=progress)
@@ -174,11 +175,19 @@ def _write_texts(
 
 
 def _learn(
-    texts: dict[str, RaggedText], settings: TokenizerConfig, alphabets: dict[str, set[str]]
+    texts: dict[str, RaggedText],
+    settings: TokenizerConfig,
+    alphabets: dict[str, set[str]],
+    *,
+    progress: bool,
 ) -> Tokenizer:
     """Step 2: BPE on every pair, or on a seeded sample of `settings.train_sample` pairs."""
     n, sample = len(texts["src"]), settings.train_sample
-    learn = {"vocab_size": settings.vocab_size, "min_frequency": settings.min_frequency}
+    learn = {
+        "vocab_size": settings.vocab_size,
+        "min_frequency": settings.min_frequency,
+        "progress": progress and sys.stderr.isatty(),  # the trainer's bars, on a terminal only
+    }
     if sample is None or n <= sample:
         return train_tokenizer(texts["src"], texts["tgt"], joint=settings.joint, **learn)
     index = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, size=sample, replace=False))

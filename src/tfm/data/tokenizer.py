@@ -72,6 +72,7 @@ def _train_one(
     vocab_size: int,
     min_frequency: int,
     alphabet: Sequence[str] = (),
+    progress: bool = False,
 ) -> HfTokenizer:
     n_lines = len(texts)
     if not any(text.strip() for text in texts):
@@ -82,7 +83,7 @@ def _train_one(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=list(SPECIAL_TOKENS),
-        show_progress=False,
+        show_progress=progress,
         **extra,
     )
     tok.train_from_iterator(texts, trainer, length=n_lines)
@@ -107,11 +108,13 @@ def train_tokenizer(
     min_frequency: int = 2,
     joint: bool = True,
     alphabets: dict[str, Sequence[str]] | None = None,
+    progress: bool = False,
 ) -> Tokenizer:
     """Train BPE on the training split; deterministic for the same texts and settings.
 
     `alphabets` ({"src": chars, "tgt": chars}) adds characters to each vocabulary that the texts
     may lack: those of a whole corpus when BPE learns from a sample of it (`tfm.data.store`).
+    `progress` shows the `tokenizers` trainer's own progress bars on stderr.
     """
     alphabets = alphabets or {"src": (), "tgt": ()}
     if min_frequency < 1:
@@ -125,10 +128,11 @@ def train_tokenizer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
             alphabet=sorted({*alphabets["src"], *alphabets["tgt"]}),
+            progress=progress,
         )
         result = Tokenizer(src=shared, tgt=shared)
     else:
-        kwargs = {"vocab_size": vocab_size, "min_frequency": min_frequency}
+        kwargs = {"vocab_size": vocab_size, "min_frequency": min_frequency, "progress": progress}
         result = Tokenizer(
             src=_train_one(src_texts, "source", alphabet=alphabets["src"], **kwargs),
             tgt=_train_one(tgt_texts, "target", alphabet=alphabets["tgt"], **kwargs),
