@@ -2,6 +2,7 @@
 attention kernel, on the same real Multi30k batches from the same initial weights.
 
     PYTHONPATH=src python bench/cuda_precision.py --steps 60
+    PYTHONPATH=src python bench/cuda_precision.py --quick      # a tiny toy model, seconds (tests)
 
 The variants alternate step by step over the first --steps batches of an epoch, twice: pass 1
 meets every batch shape for the first time, pass 2 meets the same shapes again. Per variant:
@@ -17,29 +18,32 @@ import time
 from collections import defaultdict
 
 import torch
-from _multi30k import training_session
-from train_speed import twin
+from _multi30k import add_data_options, summary, training_session
+from train_speed import first_batches, twin
 
-from tfm.training import loop
+from tfm.training import optimizer_step
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_data_options(parser)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--set", action="append", default=[], help="extra config overrides")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps = min(args.steps, 4)
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     overrides = ["train.warmup_steps=100", "train.lr=0.001", "train.device=cuda", *args.set]
-    with training_session(overrides) as (session, _):
+    with training_session(args, overrides) as (session, _):
         initial = copy.deepcopy(session.model.state_dict())
         variants = {  # name: (twin, cuDNN attention allowed)
             "fp32": (twin(session, initial, torch.float32), False),
             "bf16, cuDNN attention": (twin(session, initial, torch.bfloat16), True),
             "bf16, no cuDNN attention": (twin(session, initial, torch.bfloat16), False),
         }
-        batches = session.sampler.epoch(1)[: args.steps]
-        tokens = sum(sum(len(session.train_split.tgt[i]) - 1 for i in b) for b in batches)
+        batches = first_batches(session, args.steps)
+        tokens = sum(batch.n_tgt_tokens for batch in batches)
         for name in ("first-seen", "repeated"):
             seconds = defaultdict(list)
             for k, batch in enumerate(batches):
@@ -48,7 +52,7 @@ def main() -> None:
                     torch.backends.cuda.enable_cudnn_sdp(cudnn)
                     torch.cuda.synchronize()
                     start = time.perf_counter()
-                    loop._optimizer_step(*pair, [batch])
+                    optimizer_step(*pair, [batch])
                     torch.cuda.synchronize()
                     seconds[variant].append(time.perf_counter() - start)
             report(f"{name} shapes", len(batches), tokens, seconds)
@@ -60,18 +64,23 @@ def main() -> None:
 
 
 def report(title: str, steps: int, tokens: int, seconds: dict[str, list[float]]) -> None:
+    """Per variant: tokens/s, median and slowest step, and its speed against fp32 (the median of
+    the step-by-step ratios)."""
     print(f"{title}, {steps} steps, {tokens / steps:.0f} target tokens a step:")
+    base = seconds["fp32"]
     for variant, times in seconds.items():
         median, slowest = 1e3 * statistics.median(times), 1e3 * max(times)
+        ratios = [b / t for b, t in zip(base, times, strict=True)]
         print(f"  {variant:>25}: {tokens / sum(times):8.0f} tokens/s, "
-              f"median {median:6.1f} ms, slowest {slowest:7.1f} ms")  # fmt: skip
+              f"median {median:6.1f} ms, slowest {slowest:7.1f} ms; "
+              f"speed against fp32 {summary(ratios)}")  # fmt: skip
 
 
 def attention_kernels(pair, batch) -> list[str]:
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        loop._optimizer_step(*pair, [batch])
+        optimizer_step(*pair, [batch])
         torch.cuda.synchronize()
     names = {event.key for event in prof.key_averages()}
     words = ("fmha", "flash", "sdpa", "attention")

@@ -1,9 +1,10 @@
 """Decoding speed on the Multi30k test2016 set (issue 7): tfm's batched, cached greedy decoding
-(`evaluation.translate_ids`) against naive decoding, one sentence at a time without a key/value
-cache (`greedy_decode_uncached`); and beam search (beam 5) against greedy.
+(`prediction.translate.translate_ids`) against naive decoding, one sentence at a time without a
+key/value cache (`greedy_decode_uncached`); and beam search (beam 5) against greedy.
 
     PYTHONPATH=src python bench/decode_speed.py            # a few minutes on 2 CPU cores
-    PYTHONPATH=src python bench/decode_speed.py --quick    # about 30 s
+    PYTHONPATH=src python bench/decode_speed.py --short    # 200 sentences, 2 rounds, about 30 s
+    PYTHONPATH=src python bench/decode_speed.py --quick    # a tiny toy model, seconds (tests)
 
 Both greedy variants must return identical token ids (checked on every sentence). Output lengths
 are fixed the same way for every variant: tfm's default limit floor(1.5 * S + 10) tokens per
@@ -31,15 +32,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from _multi30k import machine, summary, training_session
+from _multi30k import add_data_options, machine, summary, training_session
 
 from tfm.data.batching import inference_batches, pad
 from tfm.data.pipeline import encode_split, load_texts
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from tfm.evaluation import DecodeSettings, translate_ids
+from tfm.prediction.settings import DecodeSettings
+from tfm.prediction.translate import translate_ids
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import RunPaths
-from tfm.training.loop import _optimizer_step
+from tfm.training import optimizer_step
 from tfm.transformer import Transformer, beam_search, greedy_decode_uncached
 
 log = logging.getLogger("bench.decode_speed")
@@ -81,12 +83,13 @@ def timed(fn: Callable[[], list]) -> tuple[float, list]:
 
 
 def brief_training(session, parallel, steps: int) -> None:
-    """`steps` of tfm's own training step over shuffled Multi30k batches."""
-    batches = session.sampler.epoch(0)
+    """`steps` of tfm's own training step over the first epoch's batches."""
+    data = session.epochs.data(0)
     for k in range(steps):
-        loss, _ = _optimizer_step(session, parallel, [batches[k % len(batches)]])
+        batch = data.batch(data.batches[k % len(data.batches)])
+        result = optimizer_step(session, parallel, [batch])
         if (k + 1) % 50 == 0:
-            log.info("training step %d: loss %.3f", k + 1, loss)
+            log.info("training step %d: loss %.3f", k + 1, result.loss)
 
 
 def compare_greedy(model, sources, settings, rounds: int, per_round: int) -> None:
@@ -153,9 +156,10 @@ def compare(model: Transformer, sources: Sequence[list[int]], args: argparse.Nam
         compare_beam(model, sources, settings, args.rounds, args.beam)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="200 sentences, 2 rounds, 8 naive")
+    add_data_options(parser)
+    parser.add_argument("--short", action="store_true", help="200 sentences, 2 rounds, 8 naive")
     parser.add_argument("--sentences", type=int, default=1000, help="test2016 sentences to use")
     parser.add_argument("--rounds", type=int, default=6, help="interleaved rounds per comparison")
     parser.add_argument("--uncached-per-round", type=int, default=25,
@@ -164,9 +168,11 @@ def main() -> None:
     parser.add_argument("--run", help="decode with this trained run's model and tokenizer")
     parser.add_argument("--beam", type=int, default=5, help="beam size; 0 skips beam search")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
-    args = parser.parse_args()
-    if args.quick:
+    args = parser.parse_args(argv)
+    if args.short or args.quick:
         args.sentences, args.rounds, args.uncached_per_round = min(args.sentences, 200), 2, 8
+    if args.quick:
+        args.train_steps = args.train_steps or 3
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -179,7 +185,7 @@ def main() -> None:
         compare(trained.model, test.src[: args.sentences], args)
     else:
         overrides = ["train.warmup_steps=100", "train.lr=0.001"]
-        with training_session(overrides) as (session, parallel):
+        with training_session(args, overrides) as (session, parallel):
             brief_training(session, parallel, args.train_steps)
             src, tgt, report = load_texts(session.config.data, "test")
             test = encode_split("test", src, tgt, report, session.tokenizer)

@@ -2,7 +2,8 @@
 greedy decoding against re-running the whole prefix. Reports ratios measured in one run.
 
     PYTHONPATH=src python bench/model_speed.py            # about 3 minutes on 2 CPU cores
-    PYTHONPATH=src python bench/model_speed.py --quick    # a smoke run, well under a minute
+    PYTHONPATH=src python bench/model_speed.py --short    # 2 steps, 1 round: well under a minute
+    PYTHONPATH=src python bench/model_speed.py --quick    # a tiny model, seconds (tests)
 
 Variants are interleaved step by step (A B on one batch, then B A on the next, ...) and repeated,
 because the machines are shared and the same run varies 10-25% minutes apart: each pair gives
@@ -38,6 +39,7 @@ from tfm.transformer.embedding import sinusoidal_table  # noqa: E402
 log = logging.getLogger("bench.model_speed")
 PAD, BOS = 0, 1
 SIZES = dict(d_model=256, n_heads=8, d_ff=1024, n_layers=3, vocab=8000, max_len=256)
+QUICK_SIZES = dict(d_model=32, n_heads=2, d_ff=64, n_layers=1, vocab=200, max_len=128)
 
 
 class ReferenceSeq2Seq(nn.Module):
@@ -173,18 +175,22 @@ def report(title: str, unit: str, rates: dict[str, list[float]], ours: str, base
           f"range {ratios[0]:.2f}-{ratios[-1]:.2f})")  # fmt: skip
 
 
+def model_args(sizes: dict, **options) -> ModelArgs:
+    """tfm's model of `sizes` (SIZES or QUICK_SIZES), with the ModelArgs `options` given."""
+    return ModelArgs(
+        src_vocab_size=sizes["vocab"], tgt_vocab_size=sizes["vocab"], d_model=sizes["d_model"],
+        n_heads=sizes["n_heads"], n_encoder_layers=sizes["n_layers"],
+        n_decoder_layers=sizes["n_layers"], d_ff=sizes["d_ff"], max_len=sizes["max_len"], **options,
+    )  # fmt: skip
+
+
 def bench_training(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
-    ours = build_model(ModelArgs(
-        src_vocab_size=SIZES["vocab"], tgt_vocab_size=SIZES["vocab"], d_model=SIZES["d_model"],
-        n_heads=SIZES["n_heads"], n_encoder_layers=SIZES["n_layers"],
-        n_decoder_layers=SIZES["n_layers"], d_ff=SIZES["d_ff"], dropout=0.1,
-        attention_dropout=0.0, max_len=SIZES["max_len"], pad_id=PAD,
-    ))  # fmt: skip
-    reference = ReferenceSeq2Seq(**SIZES)
+    ours = build_model(model_args(args.sizes, dropout=0.1, attention_dropout=0.0, pad_id=PAD))
+    reference = ReferenceSeq2Seq(**args.sizes)
     generator = torch.Generator().manual_seed(args.seed)
     batches = bucketed_batches(
-        generator, n_batches=args.steps, target_tokens=args.batch_tokens, vocab=SIZES["vocab"]
+        generator, n_batches=args.steps, target_tokens=args.batch_tokens, vocab=args.sizes["vocab"]
     )
     fused = args.optimizer == "fused"
     steps = {
@@ -205,16 +211,12 @@ def bench_training(args: argparse.Namespace) -> None:
 
 def bench_decoding(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
-    model = build_model(ModelArgs(
-        src_vocab_size=SIZES["vocab"], tgt_vocab_size=SIZES["vocab"], d_model=SIZES["d_model"],
-        n_heads=SIZES["n_heads"], n_encoder_layers=SIZES["n_layers"],
-        n_decoder_layers=SIZES["n_layers"], d_ff=SIZES["d_ff"], max_len=SIZES["max_len"],
-    )).eval()  # fmt: skip
+    model = build_model(model_args(args.sizes)).eval()
     generator = torch.Generator().manual_seed(args.seed + 1)
     lengths = torch.randint(15, 26, (args.sentences,), generator=generator)
     src = torch.full((args.sentences, int(lengths.max())), PAD)
     for row, length in enumerate(lengths.tolist()):
-        src[row, :length] = torch.randint(4, SIZES["vocab"], (length,), generator=generator)
+        src[row, :length] = torch.randint(4, args.sizes["vocab"], (length,), generator=generator)
     # An EOS id the model never emits: every sentence runs the full `output_len` steps.
     options = dict(bos_id=BOS, eos_id=-1, max_len_a=0.0, max_len_b=args.output_len)
     cached = greedy_decode(model, src, **options).tokens
@@ -236,7 +238,7 @@ def bench_decoding(args: argparse.Namespace) -> None:
            "tokens each (identical ids)", "sentences/s", rates, "cached", "uncached")  # fmt: skip
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5, help="distinct training batches")
     parser.add_argument("--rounds", type=int, default=4, help="passes over the training batches")
@@ -253,11 +255,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's own choice)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", choices=["training", "decoding"], help="run one benchmark")
-    parser.add_argument("--quick", action="store_true", help="2 steps, 1 round: a smoke run")
+    parser.add_argument("--short", action="store_true", help="2 steps, 1 round: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="a tiny model, seconds (tests)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every round")
-    args = parser.parse_args()
-    if args.quick:
+    args = parser.parse_args(argv)
+    args.sizes = QUICK_SIZES if args.quick else SIZES
+    if args.short or args.quick:
         args.steps, args.rounds, args.decode_rounds = 2, 1, 2
+    if args.quick:
+        args.batch_tokens, args.sentences, args.output_len = 400, 8, 8
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -6,9 +6,11 @@
     PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 90 --resume  # 10 -> 90
     PYTHONPATH=src python bench/multi30k.py --directions en-de --minutes 90 --resume --alphas 0.6 2
     PYTHONPATH=src python bench/multi30k.py --directions en-de --seeds 0 1 --parallel --average 10
+    PYTHONPATH=src python bench/multi30k.py --quick --runs runs/quick   # a tiny toy run (tests)
 
-Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at
-../shared/data/multi30k (train, val, test2016), for at most --minutes, then scores test2016 with
+Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at the
+Multi30k copy (train, val, test2016 in --data, else $TFM_MULTI30K, else ../shared/data/multi30k
+beside the checkout), for at most --minutes, then scores test2016 with
 greedy and beam search (and, with --average N, the same two for the average of the last N
 checkpoints). With --seeds, one run per seed (`train.seed`), each scored so, and then every row
 again for the ensemble of the seeds' models (`tfm eval --ensemble`); --parallel trains the seeds at
@@ -21,7 +23,9 @@ scores them the same way. With --alphas, each beam row decodes the validation sp
 length penalty alpha and scores test2016 with the alpha of the best validation BLEU (cased), named
 in its decoding cell. Rows are Markdown: direction, decoding, cased sacreBLEU (its default:
 detokenized, 13a) with signature, lowercased BLEU, chrF, training minutes (the run's own clock,
-validation included; an ensemble's, the sum of its runs'), device, parameters.
+validation included; an ensemble's, the sum of its runs'), device, parameters. --quick trains a
+tiny model for a few steps on the built-in toy corpus instead (no Multi30k needed) and scores its
+test split the same way: the whole script in seconds.
 """
 
 from __future__ import annotations
@@ -35,8 +39,7 @@ import sys
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "multi30k"
+from _multi30k import QUICK_TRAINING, ROOT, add_data_options, data_dir, multi30k_data, require_data
 
 
 def tfm(*args: str) -> str:
@@ -46,11 +49,11 @@ def tfm(*args: str) -> str:
     return done.stdout.strip()
 
 
-def data_overrides(src: str, tgt: str) -> list[str]:
-    sets = [f"data.src_lang={src}", f"data.tgt_lang={tgt}"]
-    for split, name in (("train", "train"), ("validation", "val"), ("test", "test2016")):
-        sets.append(f"data.{split}={{format: text, path: {DATA / name}}}")
-    return sets
+def data_overrides(src: str, tgt: str, args: argparse.Namespace) -> list[str]:
+    """The data (and with --quick, model and budget) keys of one direction's run."""
+    if args.quick:
+        return [*QUICK_TRAINING, f"data.src_lang={src}", f"data.tgt_lang={tgt}"]
+    return multi30k_data(data_dir(args.data), src, tgt)
 
 
 def run_direction(direction: str, args: argparse.Namespace) -> list[str]:
@@ -180,7 +183,7 @@ def train_command(run: Path, src: str, tgt: str, args: argparse.Namespace) -> li
         config = str(run / "config.yaml")
         if not Path(config).is_file():
             sys.exit(f"--resume: {config} not found; is {run} a run of this script?")
-    sets = data_overrides(src, tgt) + [f"run_dir={run}", f"train.max_minutes={args.minutes}"]
+    sets = data_overrides(src, tgt, args) + [f"run_dir={run}", f"train.max_minutes={args.minutes}"]
     sets += args.set or []
     command = ["train", "--config", config, "--resume" if args.resume else "--overwrite"]
     return [*command, "--no-progress", *[x for s in sets for x in ("--set", s)]]
@@ -217,8 +220,9 @@ def parameters(run: Path) -> str:
     return f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_options(parser)
     parser.add_argument("--directions", nargs="+", default=["de-en", "en-de"])
     parser.add_argument("--config", default=str(ROOT / "configs" / "multi30k.yaml"))
     parser.add_argument("--minutes", type=float, default=60)
@@ -245,9 +249,13 @@ def main() -> None:
         default="all",
         help="rows to score: all; with --seeds, only the ensemble's; none (train only)",
     )
-    args = parser.parse_args()
-    if not DATA.is_dir():
-        sys.exit(f"Multi30k not found at {DATA}")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.config, args.beam = str(ROOT / "configs" / "toy.yaml"), min(args.beam, 3)
+        if args.directions == parser.get_default("directions"):
+            args.directions = ["en-de"]
+    else:
+        require_data(args.data)  # exits at once when the copy is missing
     print("| direction | decoding | BLEU (cased, sacreBLEU) | BLEU (lowercased) | chrF | "
           "train min | device | parameters |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")

@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python bench/rerank_sweep.py --run RUN [--ensemble RUN ...] \\
         --rerank-with REVERSE [--rerank-with REVERSE ...] [--beam 5] [--weights 0 1 2 3 4 5]
+    PYTHONPATH=src python bench/rerank_sweep.py --quick   # tiny toy runs, seconds (tests)
 
 Each split's beam is decoded once by the forward run (or ensemble) and every hypothesis scored
 once by the reverse run(s) (`Reranker.channel_of`); each weight then only re-sorts
@@ -11,43 +12,53 @@ many weights it tries, and each of its rows is what `tfm eval --split S --beam-s
 BLEU, cased BLEU and length ratio, validation then test) and, last, the weight of the best
 validation BLEU (`--choose-by`, lowercased by default: issue 6's goals are lowercased), the first
 on a tie. The test column is printed for every weight to show the curve's shape; only the
-validation column chooses.
+validation column chooses. --quick first trains a tiny en→de run and its de→en reverse for a few
+steps on the built-in toy corpus, in a temporary directory, and sweeps with those.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
+import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tfm.commands import open_decoding  # noqa: E402
+from _multi30k import QUICK_TRAINING  # noqa: E402
+
+from tfm.config import load_config  # noqa: E402
 from tfm.data.pipeline import prepare_splits  # noqa: E402
-from tfm.evaluation import DecodeSettings, Model, score_translations, split_nbest  # noqa: E402
-from tfm.reranking import Reranker  # noqa: E402
-from tfm.rundir.model_file import TrainedModel  # noqa: E402
+from tfm.evaluation import score_translations  # noqa: E402
+from tfm.prediction.opening import Decoding, open_decoding  # noqa: E402
+from tfm.prediction.reranking import Reranker  # noqa: E402
+from tfm.prediction.settings import DecodeRequest  # noqa: E402
+from tfm.prediction.translate import split_nbest  # noqa: E402
 
 log = logging.getLogger("rerank_sweep")
 
 SPLITS = ("validation", "test")
 
 
-def decode_and_score(
-    trained: TrainedModel, model: Model, settings: DecodeSettings, reranker: Reranker
-) -> dict[str, tuple[list, list[list[float]], list[str]]]:
-    """Each of SPLITS decoded once and its hypotheses scored once by the reverse model(s):
-    {split: (n-best lists, their channel scores, references)}, what `sweep` re-sorts."""
-    config = trained.config
-    splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=trained.tokenizer)
+def decode_and_score(decoding: Decoding) -> dict[str, tuple[list, list[list[float]], list[str]]]:
+    """Each of SPLITS decoded once by the forward run(s) and its hypotheses scored once by the
+    reverse run(s) (`decoding.reranker`): {split: (n-best lists, their channel scores,
+    references)}, what `sweep` re-sorts."""
+    config, tokenizer = decoding.trained.config, decoding.trained.tokenizer
+    splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=tokenizer)
     beams = {}
     for name in SPLITS:
         split = splits[name]
-        nbest = split_nbest(model, trained.tokenizer, split, settings)
-        beams[name] = (nbest, reranker.channel_of(split.src_text, nbest), split.tgt_text)
-        log.info("%s: %d beams of %d decoded and scored", name, len(nbest), settings.beam_size)
+        nbest = split_nbest(decoding.model, tokenizer, split, decoding.settings)
+        channel = decoding.reranker.channel_of(split.src_text, nbest)
+        beams[name] = (nbest, channel, split.tgt_text)
+        beam_size = decoding.settings.beam_size
+        log.info("%s: %d beams of %d decoded and scored", name, len(nbest), beam_size)
     return beams
 
 
@@ -73,23 +84,60 @@ def choose(table: dict[float, dict[str, dict]], metric: str) -> float:
     return max(sorted(table), key=lambda weight: table[weight]["validation"][metric])
 
 
-def main() -> None:
+@contextlib.contextmanager
+def quick_runs() -> Iterator[tuple[str, str]]:
+    """(forward, reverse): a tiny toy en→de run and its de→en reverse, a few steps each, in a
+    temporary directory that is also the working directory meanwhile (so that neither becomes
+    the user's last run)."""
+    from tfm.training import train
+
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="tfm-bench-") as tmp:
+        os.chdir(tmp)
+        try:
+            runs = []
+            for src, tgt in (("en", "de"), ("de", "en")):
+                run = Path(tmp) / f"toy-{src}-{tgt}"
+                config = load_config(None, [
+                    *QUICK_TRAINING, f"data.src_lang={src}", f"data.tgt_lang={tgt}",
+                    f"run_dir={run}", "train.device=cpu",
+                ])  # fmt: skip
+                train(config, progress_bar=False)
+                runs.append(str(run))
+            yield runs[0], runs[1]
+        finally:
+            os.chdir(cwd)
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", required=True, help="the forward run")
+    parser.add_argument("--run", help="the forward run")
     parser.add_argument("--ensemble", action="append", default=[], help="more forward runs")
-    parser.add_argument("--rerank-with", action="append", required=True, help="reverse run(s)")
+    parser.add_argument("--rerank-with", action="append", help="reverse run(s)")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--weights", type=float, nargs="+", default=[0, 1, 2, 3, 3.5, 4, 5])
     parser.add_argument("--choose-by", choices=["bleu_lowercase", "bleu"], default="bleu_lowercase")
     parser.add_argument("--device", default=None)
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="train tiny toy runs and sweep them")
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if args.quick:
+        with quick_runs() as (args.run, reverse):
+            args.rerank_with, args.beam, args.weights = [reverse], min(args.beam, 3), [0, 1, 2]
+            report(args)
+    elif not args.run or not args.rerank_with:
+        parser.error("give --run and --rerank-with (or --quick)")
+    else:
+        report(args)
 
-    trained, model, settings, reranker = open_decoding(
-        args.run, args.device, args.beam, None, ensemble=args.ensemble,
+
+def report(args: argparse.Namespace) -> None:
+    """The table of the sweep `args` asks for, and the weight validation chooses."""
+    decoding = open_decoding(DecodeRequest(
+        run=args.run, device=args.device, beam_size=args.beam, ensemble=args.ensemble,
         rerank_with=args.rerank_with, rerank_weight=1.0,
-    )  # fmt: skip
-    table = sweep(reranker, decode_and_score(trained, model, settings, reranker), args.weights)
+    ))  # fmt: skip
+    table = sweep(decoding.reranker, decode_and_score(decoding), args.weights)
     print("| W | validation lc | validation cased | validation length ratio | "
           "test lc | test cased | test length ratio |")  # fmt: skip
     print("|---|---|---|---|---|---|---|")

@@ -1,5 +1,5 @@
 """Training speed on Multi30k de-en (issue 7) with the d_model 256, 3 + 3-layer model, measured
-through tfm's own training step (`training.loop._optimizer_step` on a real `Session`):
+through tfm's own training step (`tfm.training.optimizer_step` on a real `Session`):
 
     (a) the share of step time outside forward, loss, backward, clipping and the AdamW step
         (collate, to(device), Python), goal < 5%
@@ -16,14 +16,16 @@ through tfm's own training step (`training.loop._optimizer_step` on a real `Sess
     and the top costs of one profiled step (torch.profiler).
 
     PYTHONPATH=src python bench/train_speed.py            # a few minutes on 2 CPU cores
-    PYTHONPATH=src python bench/train_speed.py --quick    # a smoke run
+    PYTHONPATH=src python bench/train_speed.py --short    # fewer steps and pairs of each part
+    PYTHONPATH=src python bench/train_speed.py --quick    # a tiny toy model, seconds (tests)
     PYTHONPATH=src python bench/train_speed.py --device cuda --only e --steps 60 \
         --set train.max_tokens=16384                      # one GPU
 
-(a) times each piece inside the real step by wrapping it (model forward hooks, the loss function,
-backward, clip_grad_norm_, optimizer.step, collate, Batch.to) for this process only; the rest of
-the step's wall time is the overhead. The learning rate is warmed up over 100 steps to a peak of
-1e-3 (`train.warmup_steps=100`, `train.lr=0.001`) so that a short run moves the validation loss.
+(a) times each piece of the real step by wrapping it (model forward hooks, the loss function,
+backward, clip_grad_norm_, optimizer.step, Batch.to) for this process only, and collation (which
+the loop does before the step) beside it; the rest of the step's wall time is the overhead. The
+learning rate is warmed up over 100 steps to a peak of 1e-3 (`train.warmup_steps=100`,
+`train.lr=0.001`) so that a short run moves the validation loss.
 """
 
 import argparse
@@ -38,16 +40,17 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import torch
-from _multi30k import machine, rss_mib, summary, training_session
+from _multi30k import add_data_options, machine, rss_mib, summary, training_session
 
 from tfm.data import batching
-from tfm.data.batching import padding_share
-from tfm.evaluation import DecodeSettings, teacher_forced_loss
-from tfm.training import loop
+from tfm.data.batching import EpochData, padding_share
+from tfm.prediction.likelihood import teacher_forced_loss
+from tfm.prediction.settings import DecodeSettings
+from tfm.training import StopFlag, optimizer_step, step
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas
 from tfm.training.schedule import build_optimizer
-from tfm.training.session import Session, StopFlag
+from tfm.training.session import Session
 from tfm.training.state import Progress
 
 log = logging.getLogger("bench.train_speed")
@@ -79,8 +82,7 @@ def stopwatches(session: Session, parallel: DataParallel) -> Iterator[dict[str, 
         session.model.register_forward_hook(forward_done),
     ]
     patches = [
-        (loop, "collate", timing("collate", loop.collate)),
-        (loop, "projected_loss_sum", timing("loss", loop.projected_loss_sum)),
+        (step, "projected_loss_sum", timing("loss", step.projected_loss_sum)),
         (batching.Batch, "to", timing("to(device)", batching.Batch.to)),
         (torch.nn.utils, "clip_grad_norm_", timing("clip", torch.nn.utils.clip_grad_norm_)),
         (parallel, "backward", timing("backward", parallel.backward)),
@@ -111,10 +113,13 @@ def overhead_and_memory(session: Session, parallel: DataParallel, args) -> None:
     print(f"  before training: RSS {rss_mib()[0]:.0f} MiB")
     shares, totals = [], defaultdict(float)
     for epoch in range(args.epochs):
-        for k, batch in enumerate(sampler.epoch(epoch)):
+        data = EpochData(src=split.src[:n], tgt=split.tgt[:n], batches=sampler.epoch(epoch))
+        for k, indices in enumerate(data.batches):
             with stopwatches(session, parallel) as spent:
                 start = time.perf_counter()
-                loop._optimizer_step(session, parallel, [batch])
+                batch = data.batch(indices)
+                spent["collate"] += time.perf_counter() - start
+                optimizer_step(session, parallel, [batch])
                 spent["step"] = time.perf_counter() - start
             if epoch == 0 and k == 0:
                 continue  # the first step allocates and warms up
@@ -134,9 +139,9 @@ def overhead_and_memory(session: Session, parallel: DataParallel, args) -> None:
 
 def padding(session: Session) -> None:
     """(b): real tokens among the padded src and tgt tensors of one epoch's batches."""
-    split = session.train_split
-    src, tgt = [len(s) for s in split.src], [len(t) for t in split.tgt]
-    batches = session.sampler.epoch(0)
+    data = session.epochs.data(0)
+    src, tgt = [len(s) for s in data.src], [len(t) for t in data.tgt]
+    batches = data.batches
     share = padding_share(src, tgt, batches)
     print(f"(b) real tokens in training batches: {100 * share:.1f}% over {len(batches)} batches "
           f"at max_tokens={session.config.train.max_tokens}, goal >= 90%")  # fmt: skip
@@ -144,12 +149,19 @@ def padding(session: Session) -> None:
 
 def profile_step(session: Session, parallel: DataParallel, rows: int) -> None:
     """The top costs of one float32 training step by self CPU time."""
-    batch = session.sampler.epoch(0)[0]
-    loop._optimizer_step(session, parallel, [batch])  # warm
+    data = session.epochs.data(0)
+    batch = data.batch(data.batches[0])
+    optimizer_step(session, parallel, [batch])  # warm
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        loop._optimizer_step(session, parallel, [batch])
+        optimizer_step(session, parallel, [batch])
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
     print("profile of one step (self CPU time):\n" + table)
+
+
+def first_batches(session: Session, n: int) -> list[batching.Batch]:
+    """The first `n` batches of epoch 1 (fewer when the epoch has fewer), collated."""
+    data = session.epochs.data(1)
+    return [data.batch(indices) for indices in data.batches[:n]]
 
 
 def twin(
@@ -171,13 +183,13 @@ def twin(
 def bf16_against_fp32(session: Session, initial: dict, args) -> None:
     """(d): the two precisions alternate step by step over the same batches."""
     twins = {dtype: twin(session, initial, dtype) for dtype in (torch.float32, torch.bfloat16)}
-    batches = session.sampler.epoch(1)[: args.steps]
+    batches = first_batches(session, args.steps)
     ratios, seconds = [], defaultdict(list)
     for k, batch in enumerate(batches):
         order = list(twins) if k % 2 == 0 else list(reversed(twins))
         for dtype in order:
             start = time.perf_counter()
-            loop._optimizer_step(*twins[dtype], [batch])
+            optimizer_step(*twins[dtype], [batch])
             seconds[dtype].append(time.perf_counter() - start)
         if k > 0:
             ratios.append(seconds[torch.float32][-1] / seconds[torch.bfloat16][-1])
@@ -209,14 +221,14 @@ def bf16_peak_tflops(device: torch.device, given: float | None) -> float | None:
     return next((peak for part, peak in BF16_PEAK_TFLOPS.items() if part in name), None)
 
 
-def step_flops(counting: tuple[Session, DataParallel], batch: list[int]) -> float:
+def step_flops(counting: tuple[Session, DataParallel], batch: batching.Batch) -> float:
     """Floating-point operations of one float32 training step on `batch` (forward, backward and
     optimizer), counted by torch.utils.flop_counter on `counting`, a throw-away twin (the count
     does not depend on its weights, so one twin serves every batch)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     with FlopCounterMode(display=False) as counter:
-        loop._optimizer_step(*counting, [batch])
+        optimizer_step(*counting, [batch])
     return float(counter.get_total_flops())
 
 
@@ -228,9 +240,8 @@ def precisions_and_compile(session: Session, initial: dict, args) -> None:
         "bf16": twin(session, initial, torch.bfloat16),
         "bf16 + compile": twin(session, initial, torch.bfloat16, compile=True),
     }
-    split = session.train_split
-    batches = session.sampler.epoch(1)[: args.warmup + args.steps]
-    tokens = [sum(len(split.tgt[i]) - 1 for i in batch) for batch in batches]  # BOS not a target
+    batches = first_batches(session, args.warmup + args.steps)
+    tokens = [batch.n_tgt_tokens for batch in batches]
     counting = twin(session, initial, torch.float32)
     flops = [step_flops(counting, batch) for batch in batches[args.warmup :]]
     sync = torch.cuda.synchronize if session.device.type == "cuda" else lambda: None
@@ -240,7 +251,7 @@ def precisions_and_compile(session: Session, initial: dict, args) -> None:
         for name in names:
             sync()
             start = time.perf_counter()
-            loop._optimizer_step(*variants[name], [batch])
+            optimizer_step(*variants[name], [batch])
             sync()
             seconds[name].append(time.perf_counter() - start)
         if k + 1 == args.warmup:
@@ -262,9 +273,10 @@ def precisions_and_compile(session: Session, initial: dict, args) -> None:
               f"{share}; speed against fp32 {summary(ratios)}")  # fmt: skip
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run of each part")
+    add_data_options(parser)
+    parser.add_argument("--short", action="store_true", help="fewer pairs and steps of each part")
     parser.add_argument("--subset", type=int, default=1500, help="training pairs for (a, c)")
     parser.add_argument("--epochs", type=int, default=3, help="epochs over the subset for (a, c)")
     parser.add_argument("--steps", type=int, default=30, help="steps per precision for (d)")
@@ -274,14 +286,16 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed first steps for (e)")
     parser.add_argument("--peak-tflops", type=float, help="the device's bf16 peak for (e)")
     parser.add_argument("--set", action="append", default=[], help="extra config overrides")
-    args = parser.parse_args()
-    if args.quick:
+    args = parser.parse_args(argv)
+    if args.short or args.quick:
         args.subset, args.epochs, args.steps, args.warmup = 600, 2, 6, 2
+    if args.quick:
+        args.profile_rows = min(args.profile_rows, 5)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     parts = set(args.only or ["a", "b", "c", "d", "profile"])
     print(machine())
     overrides = ["train.warmup_steps=100", "train.lr=0.001", f"train.device={args.device}"]
-    with training_session([*overrides, *args.set]) as (session, parallel):
+    with training_session(args, [*overrides, *args.set]) as (session, parallel):
         initial = copy.deepcopy(session.model.state_dict())
         if "b" in parts:
             padding(session)

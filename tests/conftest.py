@@ -36,6 +36,22 @@ def tiny_config():
 
 
 @pytest.fixture
+def progress_totals(monkeypatch) -> list:
+    """The `total` of each progress bar training opens (what it plans to train), recorded."""
+    from tfm.training import loop
+
+    totals = []
+
+    class RecordingBar(loop.tqdm):
+        def __init__(self, *args, total=None, **kwargs):
+            totals.append(total)
+            super().__init__(*args, total=total, **kwargs)
+
+    monkeypatch.setattr(loop, "tqdm", RecordingBar)
+    return totals
+
+
+@pytest.fixture
 def full_float32():
     """float32 matrix products in full float32 on a GPU (no TF32), so that CUDA and CPU results
     differ by rounding alone (the CUDA tests)."""

@@ -3,7 +3,7 @@ of a reverse run and of a run trained both ways)."""
 
 from collections.abc import Sequence
 
-from tfm.reranking import Reranker
+from tfm.prediction.reranking import Reranker
 
 
 def dropped_word_wins(

@@ -14,6 +14,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "multi30k.py"
 @pytest.fixture
 def bench(monkeypatch):
     """The script as a module, its `tfm` calls answered from a table of validation BLEU."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # its shared set-up, bench/_multi30k.py
     spec = importlib.util.spec_from_file_location("bench_multi30k", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -42,8 +43,9 @@ def test_best_alpha_is_the_best_validation_bleu_first_on_a_tie(bench):
 
 def _args(bench, *argv: str):
     return bench.argparse.Namespace(
-        config="configs/multi30k_tiny.yaml", minutes=90.0, set=list(argv), resume=False
-    )
+        config="configs/multi30k_tiny.yaml", minutes=90.0, set=list(argv), resume=False,
+        quick=False, data=None,
+    )  # fmt: skip
 
 
 def _sets(command: list[str]) -> list[str]:

@@ -86,8 +86,8 @@ def test_the_run_translates_both_directions(run, test_split, tmp_path):
 
 
 def test_it_reranks_its_own_beam_as_the_reverse_model(run, test_split):
-    from tfm.evaluation import DecodeSettings
-    from tfm.reranking import Reranker
+    from tfm.prediction.reranking import Reranker
+    from tfm.prediction.settings import DecodeSettings
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import find_run
 
@@ -118,14 +118,15 @@ def test_a_run_whose_last_epochs_went_one_way_is_refused(run, tmp_path):
 def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run, monkeypatch):
     """bench/rerank_sweep.py decodes and scores each split once, then re-sorts per weight: each
     of its numbers must be `tfm eval`'s for that weight (and W 0 plain beam search's)."""
-    from tfm.commands import open_decoding
+    from tfm.prediction.opening import open_decoding
+    from tfm.prediction.settings import DecodeRequest
 
     bench = sweep_script()
-    trained, model, settings, reranker = open_decoding(
-        run, "cpu", 5, None, rerank_with=[run], rerank_weight=1.0
-    )
-    beams = bench.decode_and_score(trained, model, settings, reranker)
-    table = bench.sweep(reranker, beams, [0.0, 2.0])
+    request = DecodeRequest(run=run, device="cpu", beam_size=5, rerank_with=[run],
+                            rerank_weight=1.0)  # fmt: skip
+    decoding = open_decoding(request)
+    beams = bench.decode_and_score(decoding)
+    table = bench.sweep(decoding.reranker, beams, [0.0, 2.0])
     keys = ("bleu", "bleu_lowercase", "chrf", "length_ratio")
     for split in bench.SPLITS:
         plain = scores("--run", str(run), "--split", split, "--beam-size", "5")

@@ -240,7 +240,8 @@ def nbest_rows(stdout: str) -> list[tuple[int, float, str]]:
 
 def test_n_best_prints_each_sentences_best_hypotheses_with_their_scores(trained, workdir):
     from tfm.data.tokenizer import EOS_ID
-    from tfm.evaluation import DecodeSettings, translate_nbest_ids
+    from tfm.prediction.settings import DecodeSettings
+    from tfm.prediction.translate import translate_nbest_ids
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import find_run
 
@@ -302,8 +303,9 @@ def noisy_copy(run: Path, to: Path) -> Path:
 
 def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(trained, workdir, tmp_path):
     from tfm.data.tokenizer import EOS_ID
-    from tfm.evaluation import DecodeSettings, translate_ids, translate_nbest_ids
     from tfm.prediction import Ensemble
+    from tfm.prediction.settings import DecodeSettings
+    from tfm.prediction.translate import translate_ids, translate_nbest_ids
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import RunPaths
 
@@ -375,8 +377,9 @@ def reverse_run(trained, tmp_path_factory):
 
 def test_rerank_with_a_reverse_run_rescores_the_whole_beam(trained, workdir, reverse_run):
     from tfm.data.pipeline import prepare_splits
-    from tfm.evaluation import DecodeSettings, translate_nbest_ids
-    from tfm.reranking import Reranker
+    from tfm.prediction.reranking import Reranker
+    from tfm.prediction.settings import DecodeSettings
+    from tfm.prediction.translate import translate_nbest_ids
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import find_run
 
@@ -435,8 +438,8 @@ def test_the_reverse_model_prefers_the_translation_that_keeps_the_source(trained
     """What reranking is for: a hypothesis that drops a word of the translation explains the
     source less well. Each test pair's reference against itself with one word left out."""
     from tfm.data.pipeline import prepare_splits
-    from tfm.evaluation import DecodeSettings
-    from tfm.reranking import Reranker
+    from tfm.prediction.reranking import Reranker
+    from tfm.prediction.settings import DecodeSettings
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import find_run
 

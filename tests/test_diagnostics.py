@@ -13,7 +13,7 @@ from tfm.diagnostics import (
     repetition_warning,
 )
 from tfm.rundir.metrics import read_metrics
-from tfm.training import session, train
+from tfm.training import train, validation
 
 HEALTHY = [f"der Hund sieht {n} Katzen ." for n in range(18)] + ["ja .", "ja ."]
 
@@ -97,8 +97,8 @@ def test_training_gives_the_advice_once_and_then_one_line_while_it_persists(
         step = history[-1]["step"]
         return [Finding("repetition", f"{step}0% of validation hypotheses repeat", "ADVICE")]
 
-    monkeypatch.setattr(session, "degenerate_warnings", looping)
-    with caplog.at_level(logging.WARNING, logger="tfm.training.session"):
+    monkeypatch.setattr(validation, "degenerate_warnings", looping)
+    with caplog.at_level(logging.WARNING, logger="tfm.training.validation"):
         train(tiny_config(tmp_path / "run", max_steps=3, validate_every=1), progress_bar=False)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [

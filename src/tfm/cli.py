@@ -1,15 +1,16 @@
-"""The `tfm` command: a thin Typer adapter over tfm's library functions.
+"""The `tfm` command: a thin Typer adapter over `tfm.commands`.
 
+Each command parses its options, calls one function of `tfm.commands` and prints what it returns.
 Results go to stdout, logs and errors to stderr. Exit codes: 0 success, 1 runtime failure,
 2 usage or configuration error, 130 interrupted by SIGINT, 143 by SIGTERM.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-import shlex
-import signal
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,62 +19,28 @@ from typing import Annotated
 import typer
 from tqdm import tqdm
 
-from tfm.errors import TfmError, UsageError
+from tfm import __version__
+from tfm.cli_options import (
+    BeamOption,
+    ConfigOption,
+    DeviceOption,
+    EnsembleOption,
+    JsonOption,
+    LengthPenaltyOption,
+    OutOption,
+    RerankWeightOption,
+    RerankWithOption,
+    RunOption,
+)
+from tfm.errors import TfmError
+from tfm.limits import MAX_BEAM_SIZE
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Train, evaluate and run a from-scratch Transformer translation model.",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-log = logging.getLogger("tfm")
-
-RunOption = Annotated[
-    Path | None,
-    typer.Option("--run", help="Run directory; default: the run last trained from this directory."),
-]
-BeamOption = Annotated[
-    int | None,
-    typer.Option("--beam-size", min=1, help="Beam search width; 1 is greedy (default: config)."),
-]
-LengthPenaltyOption = Annotated[
-    float | None,
-    typer.Option(
-        "--length-penalty",
-        min=0.0,
-        help="GNMT length penalty alpha for beam search; higher favours longer output "
-        "(default: config).",
-    ),
-]
-EnsembleOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--ensemble",
-        help="Another run to decode with, as one ensemble with --run (repeatable): each next "
-        "token from the mean of the models' probabilities. The runs must share one tokenizer.",
-    ),
-]
-RerankWithOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--rerank-with",
-        help="A run trained in the reverse direction (target to source language) that reranks "
-        "the beam's hypotheses by how well each explains the source (repeatable: an ensemble). "
-        "The beam is at least 5 unless --beam-size says otherwise.",
-    ),
-]
-RerankWeightOption = Annotated[
-    float | None,
-    typer.Option(
-        "--rerank-weight",
-        min=0.0,
-        help="Weight of the reverse model's per-token log-probability against the beam's "
-        "score; 0 keeps the beam's order (default 1; choose it on the validation split).",
-    ),
-]
-DeviceOption = Annotated[
-    str | None, typer.Option("--device", help="auto, cpu, cuda or mps (default: the config's).")
-]
 
 
 class _TqdmHandler(logging.Handler):
@@ -83,13 +50,13 @@ class _TqdmHandler(logging.Handler):
         tqdm.write(self.format(record), file=sys.stderr)
 
 
-def _setup_logging(verbose: bool = False) -> None:
+def _setup_logging() -> None:
     root = logging.getLogger("tfm")
     if not any(isinstance(h, _TqdmHandler) for h in root.handlers):
         handler = _TqdmHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         root.addHandler(handler)
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.setLevel(logging.INFO)
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -98,22 +65,60 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _guard(action: Callable[[], int | None]) -> None:
-    """Run a command body, mapping tfm's errors to one-line messages and exit codes."""
+def _command(body: Callable[..., int | None]) -> Callable[..., None]:
+    """A command's body run with tfm's logging on stderr, its errors mapped to one line on
+    stderr and their exit codes, and its result (an exit code; None is 0) as the exit code.
+    A reader of stdout that goes away (`tfm translate ... | head -1`) ends it quietly, exit 0."""
+
+    @functools.wraps(body)
+    def run(*args, **kwargs) -> None:
+        _setup_logging()
+        try:
+            code = body(*args, **kwargs)
+        except TfmError as exc:
+            raise _fail(str(exc), exc.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("tfm: interrupted", err=True)
+            raise typer.Exit(130) from None
+        except BrokenPipeError:
+            _discard_stdout()
+            return
+        if code:
+            raise typer.Exit(code)
+
+    return run
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not fail a second time."""
     try:
-        code = action()
-    except TfmError as exc:
-        raise _fail(str(exc), exc.exit_code) from None
-    except KeyboardInterrupt:
-        typer.echo("tfm: interrupted", err=True)
-        raise typer.Exit(130) from None
-    if code:
-        raise typer.Exit(code)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (as under typer's CliRunner)
+        pass
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tfm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Train, evaluate and run a from-scratch Transformer translation model."""
 
 
 @app.command()
+@_command
 def train(
-    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")],
+    config: ConfigOption,
     overrides: Annotated[
         list[str] | None,
         typer.Option("--set", help="Override a config key: section.key=value (repeatable)."),
@@ -122,73 +127,25 @@ def train(
     resume: Annotated[bool, typer.Option(help="Continue the run in run_dir exactly.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Delete run_dir and start again.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
-) -> None:
+) -> int:
     """Train a model from a YAML config; prints the run directory on stdout."""
-    _setup_logging()
+    from tfm.commands.train import train_run
 
-    def body() -> int:
-        from tfm.config import load_config
-        from tfm.training import StopFlag
-        from tfm.training import train as run_training
-
-        if resume and overwrite:
-            raise UsageError("--resume and --overwrite cannot be used together")
-        sets = list(overrides or []) + ([f"train.device={device}"] if device else [])
-        cfg = load_config(config, sets)
-        stop = StopFlag()
-        previous = _install_stop_handlers(stop)
-        try:
-            result = run_training(
-                cfg, resume=resume, overwrite=overwrite, progress_bar=progress, stop=stop
-            )
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-        if result.interrupted_by:
-            # With --set or --device, the run's own resolved config holds them (run_dir too).
-            resume_config = Path(cfg.run_dir) / "config.yaml" if sets else config
-            log.info(
-                "interrupted by %s at step %d; checkpoint written. Resume with:\n"
-                "  tfm train --config %s --resume", result.interrupted_by, result.steps,
-                shlex.quote(str(resume_config)),
-            )  # fmt: skip
-            return 143 if result.interrupted_by == "SIGTERM" else 130
-        metric = cfg.train.early_stopping_metric
-        sign = -1 if metric == "loss" else 1  # a loss is tracked negated, so higher is better
-        best = "none" if result.best_score is None else f"{sign * result.best_score:.2f}"
-        log.info("done: %d steps (%s); best validation %s %s at step %s; peak memory %.0f MiB",
-                 result.steps, result.stopped_because, metric, best, result.best_step,
-                 result.peak_mib)  # fmt: skip
-        if result.rank == 0:  # under torchrun, one line from the whole job
-            typer.echo(result.run_dir)
-        return 0
-
-    _guard(body)
-
-
-def _install_stop_handlers(stop) -> dict:
-    """First SIGINT/SIGTERM: finish the step, checkpoint, exit. Second: stop at once."""
-
-    def handler(signum, frame):
-        if stop.requested:
-            raise KeyboardInterrupt
-        stop.request(signum)
-        tqdm.write(
-            f"tfm: {signal.Signals(signum).name} received: finishing the step and writing a "
-            "checkpoint (send it again to stop at once)",
-            file=sys.stderr,
-        )
-
-    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    outcome = train_run(config, overrides=overrides or [], device=device, resume=resume,
+                        overwrite=overwrite, progress=progress)  # fmt: skip
+    if outcome.run_dir is not None:
+        typer.echo(outcome.run_dir)
+    return outcome.exit_code
 
 
 @app.command("eval")
+@_command
 def evaluate(
     run: RunOption = None,
     split: Annotated[str, typer.Option(help="train, validation or test.")] = "test",
     src: Annotated[Path | None, typer.Option("--src", help="Source file to score.")] = None,
     ref: Annotated[Path | None, typer.Option("--ref", help="Reference file for --src.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
     output: Annotated[Path | None, typer.Option(help="Write hypotheses here.")] = None,
     device: DeviceOption = None,
     beam_size: BeamOption = None,
@@ -198,40 +155,22 @@ def evaluate(
     rerank_weight: RerankWeightOption = None,
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss and exact match."""
-    _setup_logging()
+    from tfm.commands.decode import evaluate_run
+    from tfm.prediction.settings import DecodeRequest
 
-    def body() -> int:
-        from tfm.commands import evaluate_run
-
-        if (src is None) != (ref is None):
-            raise UsageError("--src and --ref go together")
-        if split not in ("train", "validation", "test"):
-            raise UsageError(f"--split {split!r}: expected train, validation or test")
-        scores, hypotheses = evaluate_run(
-            run,
-            split=split,
-            src=src,
-            ref=ref,
-            device=device,
-            beam_size=beam_size,
-            length_penalty=length_penalty,
-            ensemble=ensemble or [],
-            rerank_with=rerank_with or [],
-            rerank_weight=rerank_weight,
-        )
-        if output is not None:
-            output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
-        if as_json:
-            typer.echo(json.dumps(scores, ensure_ascii=False))
-        else:
-            for key, value in scores.items():
-                typer.echo(f"{key:<16} {'n/a' if value is None else value}")
-        return 0
-
-    _guard(body)
+    request = DecodeRequest(run=run, device=device, beam_size=beam_size,
+                            length_penalty=length_penalty, ensemble=ensemble or (),
+                            rerank_with=rerank_with or (), rerank_weight=rerank_weight)  # fmt: skip
+    scores, _ = evaluate_run(request, split=split, src=src, ref=ref, output=output)
+    if as_json:
+        typer.echo(json.dumps(scores, ensure_ascii=False))
+        return
+    for key, value in scores.items():
+        typer.echo(f"{key:<16} {'n/a' if value is None else value}")
 
 
 @app.command()
+@_command
 def translate(
     sentences: Annotated[list[str] | None, typer.Argument(help="Sentences to translate.")] = None,
     run: RunOption = None,
@@ -247,6 +186,7 @@ def translate(
         typer.Option(
             "--n-best",
             min=1,
+            max=MAX_BEAM_SIZE,
             help="Print the N best beam hypotheses of each sentence, best first: line number "
             "(from 1), score (length-normalised log-probability; with --rerank-with, the "
             "reranking score) and translation, separated by tabs; the beam is at least N.",
@@ -254,48 +194,38 @@ def translate(
     ] = None,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
-    _setup_logging()
+    from tfm.commands.decode import translate_batches, translate_batches_nbest
+    from tfm.commands.input import translation_input
+    from tfm.prediction.settings import DecodeRequest
 
-    def body() -> int:
-        from tfm.commands import read_lines, translate_lines, translate_lines_nbest
-
-        if sentences and file:
-            raise UsageError("give sentences or --file, not both")
-        if sentences:
-            lines = list(sentences)
-        elif file is not None:
-            lines = read_lines(file)
-        elif not sys.stdin.isatty():
-            text = sys.stdin.read()
-            lines = text.split("\n")
-            if text.endswith("\n"):
-                lines.pop()
-        else:
-            raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
-        decoding = {"device": device, "beam_size": beam_size, "length_penalty": length_penalty}
-        decoding["ensemble"] = ensemble or []
-        decoding.update(rerank_with=rerank_with or [], rerank_weight=rerank_weight)
-        if n_best is not None:
-            found = translate_lines_nbest(run, lines, n_best, **decoding)
-            for number, hypotheses in enumerate(found, start=1):
-                for text, score in hypotheses:
-                    typer.echo(f"{number}\t{score:.4f}\t{text}")
-            return 0
-        for line in translate_lines(run, lines, **decoding):
-            typer.echo(line)
-        return 0
-
-    _guard(body)
+    batches = translation_input(sentences or [], file, sys.stdin)
+    request = DecodeRequest(run=run, device=device, beam_size=beam_size,
+                            length_penalty=length_penalty, ensemble=ensemble or (),
+                            rerank_with=rerank_with or (), rerank_weight=rerank_weight)  # fmt: skip
+    if n_best is None:
+        for translations in translate_batches(request, batches):
+            _write_lines(translations)
+        return
+    done = 0  # lines translated before this batch
+    for found in translate_batches_nbest(request, batches, n_best):
+        _write_lines([f"{done + i}\t{score:.4f}\t{text}"
+                      for i, hypotheses in enumerate(found, start=1)
+                      for text, score in hypotheses])  # fmt: skip
+        done += len(found)
 
 
-# --- pictures and diagnostics (issue 8) ---------------------------------------------------------
+def _write_lines(lines: list[str]) -> None:
+    """Lines on stdout, flushed at once (a pipe's reader sees them now, not at exit)."""
+    if lines:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
 
-OutOption = Annotated[
-    Path | None, typer.Option("--out", help="Picture file: .png (default), .svg or .pdf.")
-]
+
+# --- pictures ------------------------------------------------------------------------------------
 
 
 @app.command()
+@_command
 def attention(
     sentence: Annotated[str, typer.Argument(help="Sentence to translate and show.")],
     run: RunOption = None,
@@ -306,19 +236,15 @@ def attention(
 ) -> None:
     """Translate a sentence and draw its attention weights per head; prints the file written
     (default: attention-KIND.png)."""
-    _setup_logging()
+    from tfm.commands.input import check_arguments
+    from tfm.commands.pictures import plot_attention
 
-    def body() -> int:
-        from tfm.visual.attention import plot_sentence_attention
-
-        path = plot_sentence_attention(run, sentence, out, kind=kind, layer=layer, head=head)
-        typer.echo(path)
-        return 0
-
-    _guard(body)
+    [sentence] = check_arguments([sentence])
+    typer.echo(plot_attention(run, sentence, out, kind=kind, layer=layer, head=head))
 
 
 @app.command()
+@_command
 def positional(
     d_model: Annotated[int, typer.Option("--d-model", help="Model dimension (even).")] = 512,
     length: Annotated[int, typer.Option(help="Number of positions.")] = 100,
@@ -326,57 +252,41 @@ def positional(
 ) -> None:
     """Draw the sinusoidal positional encoding; prints the file written (default:
     positional.png)."""
-    _setup_logging()
+    from tfm.commands.pictures import plot_positional
 
-    def body() -> int:
-        from tfm.visual.positional import draw_positional
-
-        typer.echo(draw_positional(out, d_model=d_model, length=length))
-        return 0
-
-    _guard(body)
+    typer.echo(plot_positional(out, d_model=d_model, length=length))
 
 
 @app.command()
+@_command
 def plot(run: RunOption = None, out: OutOption = None) -> None:
     """Draw loss, validation BLEU/chrF and learning rate against steps from a run's
     metrics.jsonl; prints the file written (default: curves.png in the run directory)."""
-    _setup_logging()
+    from tfm.commands.pictures import plot_curves
 
-    def body() -> int:
-        from tfm.visual.curves import plot_run
+    typer.echo(plot_curves(run, out))
 
-        typer.echo(plot_run(run, out))
-        return 0
 
-    _guard(body)
-
+# --- runs and corpora ----------------------------------------------------------------------------
 
 data_app = typer.Typer(no_args_is_help=True, help="Inspect a corpus before training on it.")
 app.add_typer(data_app, name="data")
 
 
 @data_app.command("check")
-def data_check(
-    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-) -> None:
+@_command
+def data_check(config: ConfigOption, as_json: JsonOption = False) -> None:
     """Counts, lengths, length-ratio outliers, duplicates, train overlap, tokens per word and
     <unk> rate of each split, as a table (or --json)."""
-    _setup_logging()
+    from tfm.commands.runs import check_corpus
+    from tfm.data.check import format_table
 
-    def body() -> int:
-        from tfm.config import load_config
-        from tfm.data.check import check_data, format_table
-
-        report = check_data(load_config(config))
-        typer.echo(json.dumps(report, ensure_ascii=False) if as_json else format_table(report))
-        return 0
-
-    _guard(body)
+    report = check_corpus(config)
+    typer.echo(json.dumps(report, ensure_ascii=False) if as_json else format_table(report))
 
 
 @app.command()
+@_command
 def average(
     out: Annotated[Path, typer.Option("--out", help="New run directory for the averaged model.")],
     run: RunOption = None,
@@ -384,16 +294,9 @@ def average(
     best: Annotated[int | None, typer.Option(min=1, help="Average the N best.")] = None,
 ) -> None:
     """Average checkpoints of a run (§6.1) into a new run directory; prints its path."""
-    _setup_logging()
+    from tfm.commands.runs import average_run
 
-    def body() -> int:
-        from tfm.rundir.averaging import average_checkpoints
-        from tfm.rundir.paths import find_run
-
-        typer.echo(average_checkpoints(find_run(run), out, last=last, best=best))
-        return 0
-
-    _guard(body)
+    typer.echo(average_run(run, out, last=last, best=best))
 
 
 def main() -> None:
@@ -401,8 +304,9 @@ def main() -> None:
 
 
 @data_app.command("prepare")
+@_command
 def data_prepare(
-    config: Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")],
+    config: ConfigOption,
     overrides: Annotated[
         list[str] | None,
         typer.Option("--set", help="Override a config key: section.key=value (repeatable)."),
@@ -410,13 +314,6 @@ def data_prepare(
 ) -> None:
     """Tokenize the training split into the data cache ahead of training (BPE, token ids,
     texts); prints the cache entry's folder. Runs on the same data then start at once."""
-    _setup_logging()
+    from tfm.commands.prepare import prepare_corpus
 
-    def body() -> int:
-        from tfm.config import load_config
-        from tfm.data.cache import prepared_entry
-
-        typer.echo(prepared_entry(load_config(config, list(overrides or []))).path)
-        return 0
-
-    _guard(body)
+    typer.echo(prepare_corpus(config, overrides=overrides or []))

@@ -13,6 +13,16 @@ from tfm.errors import UsageError
 
 log = logging.getLogger(__name__)
 
+DEVICE_NAMES = ("auto", "cpu", "cuda", "mps")
+
+
+def check_device_name(name: str, *, option: str = "--device") -> str:
+    """`name` if it is one of DEVICE_NAMES, else a UsageError naming `option` and what it got."""
+    if name not in DEVICE_NAMES:
+        *first, last = DEVICE_NAMES
+        raise UsageError(f"{option} {name}: expected {', '.join(first)} or {last}")
+    return name
+
 
 def select_device(name: str) -> torch.device:
     """`auto` picks CUDA, then Apple MPS, then CPU; an absent explicit device is an error."""

@@ -7,11 +7,13 @@ import pytest
 import torch
 
 from tfm.config import load_config
-from tfm.data.batching import collate
-from tfm.data.bidirectional import both_directions
+from tfm.data import batching
+from tfm.data.batching import Pairs, collate
+from tfm.data.bidirectional import BothDirections
+from tfm.data.epochs import EpochPlan
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.errors import ConfigError, UsageError
-from tfm.training import loop, train
+from tfm.training import train
 from tfm.training.session import open_session as open_new_session
 
 
@@ -31,7 +33,7 @@ def reversed_pairs(split) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
 def test_an_epoch_holds_every_pair_and_its_reverse_once(tmp_path, tiny_config):
     session = session_for(tiny_config(tmp_path / "run", bidirectional_epochs=2), resume=False)
     split, tokenizer = session.train_split, session.tokenizer
-    data = session.epoch_data(0)
+    data = session.epochs.data(0)
     n = len(split)
     assert data.src[:n] == split.src and data.tgt[:n] == split.tgt
     # the reverse's source is the German text, its target the English, framed as usual
@@ -43,39 +45,35 @@ def test_an_epoch_holds_every_pair_and_its_reverse_once(tmp_path, tiny_config):
     for batch in data.batches:
         width = max(max(len(data.src[i]), len(data.tgt[i])) for i in batch)
         assert len(batch) * width <= 800 or len(batch) == 1
-    assert len(data.batches) > len(session.sampler)
+    assert len(data.batches) > len(session.epochs.sampler)
 
 
 def test_later_epochs_are_the_pairs_alone_and_epochs_are_seeded(tmp_path, tiny_config):
     session = session_for(tiny_config(tmp_path / "run", bidirectional_epochs=2), resume=False)
     again = session_for(tiny_config(tmp_path / "again", bidirectional_epochs=2), resume=False)
-    e0, e1, e2 = (session.epoch_data(e) for e in range(3))
-    assert e0.batches == again.epoch_data(0).batches
+    e0, e1, e2 = (session.epochs.data(e) for e in range(3))
+    assert e0.batches == again.epochs.data(0).batches
     assert e0.batches != e1.batches and pairs(e0) == pairs(e1)  # same data, a new order
-    assert e2.src is session.train_split.src and e2.batches == session.sampler.epoch(2)
+    assert e2.src is session.train_split.src and e2.batches == session.epochs.sampler.epoch(2)
 
 
-def test_training_batches_both_directions_then_one(tmp_path, tiny_config, monkeypatch):
-    seen, totals = [], []
+def test_training_batches_both_directions_then_one(
+    tmp_path, tiny_config, monkeypatch, progress_totals
+):
+    seen = []
 
     def recording_collate(src, tgt, *args, **kwargs):
         seen.extend(zip(map(tuple, src), map(tuple, tgt), strict=True))
         return collate(src, tgt, *args, **kwargs)
 
-    class RecordingBar(loop.tqdm):
-        def __init__(self, *args, total=None, **kwargs):
-            totals.append(total)
-            super().__init__(*args, total=total, **kwargs)
-
-    monkeypatch.setattr(loop, "collate", recording_collate)
-    monkeypatch.setattr(loop, "tqdm", RecordingBar)
+    monkeypatch.setattr(batching, "collate", recording_collate)
     config = tiny_config(tmp_path / "run", bidirectional_epochs=2, max_epochs=3)
     result = train(config, progress_bar=False)
     split = session_for(tiny_config(tmp_path / "probe"), resume=False).train_split
     forward = pairs(split)
     assert sorted(seen) == sorted(3 * forward + 2 * reversed_pairs(split))
     assert result.stopped_because == "max_epochs"
-    assert totals == [result.steps]  # the progress bar's total counts the longer epochs
+    assert progress_totals == [result.steps]  # the bar's total counts the longer epochs
 
 
 def losses(run_dir) -> list[float]:
@@ -86,7 +84,7 @@ def losses(run_dir) -> list[float]:
 def test_resume_inside_a_bidirectional_epoch_is_bit_identical(tmp_path, tiny_config):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=2), resume=False)
-    n_batches = len(probe.epoch_data(0).batches)
+    n_batches = len(probe.epochs.data(0).batches)
     end = 2 * n_batches + 3  # into the first one-direction epoch
     train(tiny_config(straight, bidirectional_epochs=2, max_steps=end), progress_bar=False)
     train(tiny_config(resumed, bidirectional_epochs=2, max_steps=n_batches + 2),
@@ -103,19 +101,23 @@ def test_with_bpe_dropout_the_reverse_uses_the_epochs_segmentation(tmp_path, tin
     config = tiny_config(tmp_path / "run", bidirectional_epochs=1)
     tokenizer = config.tokenizer.model_copy(update={"bpe_dropout": 0.3})
     session = session_for(config.model_copy(update={"tokenizer": tokenizer}), resume=False)
-    data, segmented = session.epoch_data(0), session.bpe_dropout.epoch(0)
+    bpe = session.epochs.transforms[0]
+    data = session.epochs.data(0)
+    segmented = bpe(Pairs(src=session.train_split.src, tgt=session.train_split.tgt), 0)
     assert segmented.src != session.train_split.src  # dropout did change the segmentation
     assert data.src == segmented.src + [t[1:] for t in segmented.tgt]
     assert data.tgt == segmented.tgt + [[BOS_ID, *s] for s in segmented.src]
 
 
 def test_both_directions_is_a_pure_function_of_seed_and_epoch(tmp_path, tiny_config):
-    session = session_for(tiny_config(tmp_path / "run"), resume=False)
-    data = session.epoch_data(0)
-    a = both_directions(data, seed=1, epoch=4, max_tokens=800)
-    b = both_directions(data, seed=1, epoch=4, max_tokens=800)
-    assert a.batches == b.batches
-    assert both_directions(data, seed=2, epoch=4, max_tokens=800).batches != a.batches
+    split = session_for(tiny_config(tmp_path / "run"), resume=False).train_split
+
+    def epoch_4(seed: int) -> list[list[int]]:
+        transforms = [BothDirections(epochs=5)]
+        return EpochPlan(split, max_tokens=800, seed=seed, transforms=transforms).data(4).batches
+
+    assert epoch_4(1) == epoch_4(1)
+    assert epoch_4(2) != epoch_4(1)
 
 
 def test_config_refuses_separate_vocabularies():
@@ -130,7 +132,7 @@ def test_config_refuses_separate_vocabularies():
 def test_resume_refuses_a_count_that_changes_a_begun_epoch(tmp_path, tiny_config):
     run = tmp_path / "run"
     probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=3), resume=False)
-    inside_second = len(probe.epoch_data(0).batches) + 2  # epochs 0 and 1 begun
+    inside_second = len(probe.epochs.data(0).batches) + 2  # epochs 0 and 1 begun
     train(tiny_config(run, bidirectional_epochs=3, max_steps=inside_second), progress_bar=False)
     for fewer in (1, 0):  # epoch 1, or 0 and 1, trained both ways would become one-way
         with pytest.raises(
@@ -152,7 +154,7 @@ def test_a_count_changed_on_resume_trains_as_if_set_from_the_start(tmp_path, tin
     had the new count all along, bit for bit: the epochs begun are the same under both."""
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=2), resume=False)
-    n_batches = len(probe.epoch_data(0).batches)
+    n_batches = len(probe.epochs.data(0).batches)
     end = 3 * n_batches  # well into epoch 2, both ways or one way depending on the count
     train(tiny_config(straight, bidirectional_epochs=then, max_steps=end), progress_bar=False)
     train(tiny_config(resumed, bidirectional_epochs=first, max_steps=n_batches + 2),

@@ -9,13 +9,15 @@ import torch
 from test_tokenizer import DE, EN
 
 from tfm.config import load_config
+from tfm.data import batching
 from tfm.data.batching import TokenBatchSampler, collate
-from tfm.data.bpe_dropout import DropoutEpochs, DropoutSegmenter
+from tfm.data.bpe_dropout import BpeDropout, DropoutSegmenter
+from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import prepare_splits
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, train_tokenizer
 from tfm.data.toy import generate
 from tfm.errors import ConfigError
-from tfm.training import loop, train
+from tfm.training import train
 from tfm.training.session import open_session
 
 
@@ -102,6 +104,12 @@ def tiny_config(run_dir, *sets: str):
     )
 
 
+def dropout_epochs(split, tokenizer, *, seed: int, max_tokens: int, **options) -> EpochPlan:
+    """The epochs of a plan whose one transform is BPE-dropout."""
+    bpe = BpeDropout(split, tokenizer, seed=seed, max_tokens=max_tokens, **options)
+    return EpochPlan(split, max_tokens=max_tokens, seed=seed, transforms=[bpe])
+
+
 @pytest.fixture(scope="module")
 def toy_split(tmp_path_factory):
     config = tiny_config(tmp_path_factory.mktemp("split") / "run")
@@ -111,14 +119,14 @@ def toy_split(tmp_path_factory):
 
 def test_epochs_are_seeded_and_differ_from_each_other(toy_split):
     split, tokenizer = toy_split
-    first = DropoutEpochs(split, tokenizer, p=0.2, seed=7, max_tokens=1000)
-    again = DropoutEpochs(split, tokenizer, p=0.2, seed=7, max_tokens=1000)
-    other_seed = DropoutEpochs(split, tokenizer, p=0.2, seed=8, max_tokens=1000)
-    e0, e1 = first.epoch(0), first.epoch(1)
-    assert (e0.src, e0.tgt, e0.batches) == (again.epoch(0).src, again.epoch(0).tgt,
-                                            again.epoch(0).batches)  # fmt: skip
+    first = dropout_epochs(split, tokenizer, p=0.2, seed=7, max_tokens=1000)
+    again = dropout_epochs(split, tokenizer, p=0.2, seed=7, max_tokens=1000)
+    other_seed = dropout_epochs(split, tokenizer, p=0.2, seed=8, max_tokens=1000)
+    e0, e1 = first.data(0), first.data(1)
+    assert (e0.src, e0.tgt, e0.batches) == (again.data(0).src, again.data(0).tgt,
+                                            again.data(0).batches)  # fmt: skip
     assert e0.src != e1.src and e0.tgt != e1.tgt
-    assert other_seed.epoch(0).src != e0.src
+    assert other_seed.data(0).src != e0.src
     assert e0.src != split.src  # the segmentation did change
     for data in (e0, e1):
         assert all(s[-1] == EOS_ID for s in data.src)
@@ -134,8 +142,8 @@ def test_epochs_are_seeded_and_differ_from_each_other(toy_split):
 def test_a_pair_too_long_after_dropout_keeps_its_plain_segmentation(toy_split):
     split, tokenizer = toy_split
     longest = max(max(len(s) - 1, len(t) - 2) for s, t in zip(split.src, split.tgt, strict=True))
-    epochs = DropoutEpochs(split, tokenizer, p=0.5, seed=0, max_tokens=1000, max_length=longest)
-    data = epochs.epoch(0)
+    epochs = dropout_epochs(split, tokenizer, p=0.5, seed=0, max_tokens=1000, max_length=longest)
+    data = epochs.data(0)
     plain = [i for i in range(len(split)) if data.src[i] is split.src[i]]
     assert 0 < len(plain) < len(split)  # some fell back, not all
     assert all(len(s) - 1 <= longest and len(t) - 2 <= longest
@@ -151,13 +159,13 @@ def test_training_sees_a_new_segmentation_each_epoch(tmp_path):
         max_tokens=1000,
         seed=0,
     ).epoch(0)
-    e0, e1 = session.epoch_data(0), session.epoch_data(1)
+    e0, e1 = session.epochs.data(0), session.epochs.data(1)
     assert e0.src != session.train_split.src and e0.src != e1.src
     assert len(e0.batches) > len(plain)  # more tokens, so more batches under the same budget
     off = open_session(
         tiny_config(tmp_path / "off", "tokenizer.bpe_dropout=0"), resume=False, overwrite=False
     )
-    assert off.epoch_data(1).src is off.train_split.src
+    assert off.epochs.data(1).src is off.train_split.src
 
 
 def losses(run_dir) -> list[float]:
@@ -169,7 +177,7 @@ def test_resume_inside_an_epoch_is_bit_identical(tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train(tiny_config(straight, "train.max_steps=12"), progress_bar=False)
     probe = open_session(tiny_config(tmp_path / "probe"), resume=False, overwrite=False)
-    n_batches = len(probe.epoch_data(0).batches)
+    n_batches = len(probe.epochs.data(0).batches)
     assert 12 > n_batches + 2, "the run must cross an epoch boundary and resume inside epoch 1"
     train(tiny_config(resumed, f"train.max_steps={n_batches + 2}"), progress_bar=False)
     train(tiny_config(resumed, "train.max_steps=12"), resume=True, progress_bar=False)
@@ -186,17 +194,17 @@ def test_config_refuses_p_of_one():
 
 def test_an_epoch_trains_on_its_dropout_segmentation_once(tmp_path, monkeypatch):
     probe = open_session(tiny_config(tmp_path / "probe"), resume=False, overwrite=False)
-    epoch = probe.epoch_data(0)
+    epoch = probe.epochs.data(0)
     seen = []  # every (source, target) pair the loop batched
 
     def recording_collate(src, tgt, *args, **kwargs):
         seen.extend(zip(map(tuple, src), map(tuple, tgt), strict=True))
         return collate(src, tgt, *args, **kwargs)
 
-    monkeypatch.setattr(loop, "collate", recording_collate)
+    monkeypatch.setattr(batching, "collate", recording_collate)
     result = train(tiny_config(tmp_path / "run", "train.max_epochs=1"), progress_bar=False)
     assert (result.steps, result.stopped_because) == (len(epoch.batches), "max_epochs")
-    assert len(epoch.batches) > len(probe.sampler)  # not the plain segmentation's batch count
+    assert len(epoch.batches) > len(probe.epochs.sampler)  # not the plain segmentation's count
     assert sorted(seen) == sorted(zip(map(tuple, epoch.src), map(tuple, epoch.tgt), strict=True))
     plain = zip(map(tuple, probe.train_split.src), map(tuple, probe.train_split.tgt), strict=True)
     assert sorted(seen) != sorted(plain)
@@ -205,7 +213,7 @@ def test_an_epoch_trains_on_its_dropout_segmentation_once(tmp_path, monkeypatch)
 @pytest.mark.parametrize("sides", ["source", "target"])
 def test_one_side_only_leaves_the_other_plain(toy_split, sides):
     split, tokenizer = toy_split
-    data = DropoutEpochs(split, tokenizer, p=0.2, seed=7, max_tokens=1000, sides=sides).epoch(0)
+    data = dropout_epochs(split, tokenizer, p=0.2, seed=7, max_tokens=1000, sides=sides).data(0)
     changed, kept = (data.src, data.tgt) if sides == "source" else (data.tgt, data.src)
     plain_changed, plain_kept = (
         (split.src, split.tgt) if sides == "source" else (split.tgt, split.src)

@@ -60,13 +60,13 @@ def config_for(tmp_path, prefix, *sets):
 def counted(monkeypatch):
     """How many times an entry was written."""
     calls = []
-    real = store.write_entry
+    real = cache.write_entry
 
     def write(*args, **kwargs):
         calls.append(args[1])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(store, "write_entry", write)
+    monkeypatch.setattr(cache, "write_entry", write)
     return calls
 
 
@@ -176,7 +176,7 @@ def test_a_second_process_waits_for_the_first_and_maps_its_entry(tmp_path, monke
     prefix = write_corpus(tmp_path / "data", 300)
     config = config_for(tmp_path, prefix)
     writing, release = threading.Event(), threading.Event()
-    real, calls = store.write_entry, []
+    real, calls = cache.write_entry, []
 
     def slow_write(*args, **kwargs):
         calls.append(threading.current_thread().name)
@@ -184,7 +184,7 @@ def test_a_second_process_waits_for_the_first_and_maps_its_entry(tmp_path, monke
         assert release.wait(30)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(store, "write_entry", slow_write)
+    monkeypatch.setattr(cache, "write_entry", slow_write)
     found = {}
 
     def open_as(name):

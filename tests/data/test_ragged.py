@@ -71,6 +71,8 @@ def test_joined_and_reframed_views_equal_the_lists_they_stand_for():
     both = Joined(src, Reframed(tgt, drop=1))
     assert both == ROWS + [t[1:] for t in tgt]
     assert both.lengths.tolist() == [len(r) for r in ROWS + ROWS]
+    assert src + tgt == ROWS + tgt and tgt + src == tgt + ROWS  # `+` as on lists, as a view
+    assert isinstance(tgt + src, Joined) and (src + src).lengths.tolist() == 2 * [3, 1, 5, 2]
     framed = Reframed(src, prefix=[1])
     assert framed == [[1, *r] for r in ROWS] and lengths_of(framed).tolist() == [4, 2, 6, 3]
 

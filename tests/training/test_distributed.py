@@ -22,7 +22,7 @@ from tiny_run import write_tiny_config
 from tfm.config import load_config
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import loop, train
-from tfm.training.data_parallel import shard
+from tfm.training.data_parallel import shard, steps_in_epoch
 from tfm.training.distributed import from_environment
 
 pytestmark = pytest.mark.skipif(
@@ -183,6 +183,7 @@ def test_sharding_covers_the_epoch_once_but_a_tail_shorter_than_the_world(world_
         position += shares[0][1]
     assert seen == batches[: len(seen)]
     assert len(batches) - len(seen) < world_size
+    assert steps == steps_in_epoch(len(batches), accumulate=accumulate, world_size=world_size)
     if world_size == 1:  # one process: the single-process loop's groups, unchanged
         assert steps == -(-len(batches) // accumulate)
 

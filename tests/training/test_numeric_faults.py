@@ -9,12 +9,12 @@ import torch
 
 from tfm.errors import CheckpointError, TrainingError
 from tfm.rundir.checkpoint import load_checkpoint
-from tfm.training import loop, session, train
+from tfm.training import step, train, validation
 
 
 def nan_at(steps: set[int], counter: list[int]):
     """A loss function that is NaN on the given (1-based) calls."""
-    real = loop.projected_loss_sum
+    real = step.projected_loss_sum
 
     def loss(*args, **kwargs):
         counter[0] += 1
@@ -25,7 +25,7 @@ def nan_at(steps: set[int], counter: list[int]):
 
 
 def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch, tiny_config):
-    monkeypatch.setattr(loop, "projected_loss_sum", nan_at({2, 3}, [0]))
+    monkeypatch.setattr(step, "projected_loss_sum", nan_at({2, 3}, [0]))
     result = train(tiny_config(tmp_path / "run", max_steps=5), progress_bar=False)
     assert result.steps == 5
     state = load_checkpoint(next((tmp_path / "run" / "checkpoints").glob("step-*.pt")))
@@ -37,7 +37,7 @@ def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch, tiny_co
 
 
 def test_too_many_in_a_row_stop_with_step_lr_and_remedies(tmp_path, monkeypatch, tiny_config):
-    monkeypatch.setattr(loop, "projected_loss_sum", nan_at(set(range(3, 100)), [0]))
+    monkeypatch.setattr(step, "projected_loss_sum", nan_at(set(range(3, 100)), [0]))
     with pytest.raises(TrainingError) as info:
         train(tiny_config(tmp_path / "run", max_steps=20, max_nonfinite=3), progress_bar=False)
     message = str(info.value)
@@ -46,13 +46,13 @@ def test_too_many_in_a_row_stop_with_step_lr_and_remedies(tmp_path, monkeypatch,
 
 
 def test_nan_validation_score_is_never_best(tmp_path, monkeypatch, tiny_config):
-    real = session.evaluate_split
+    real = validation.evaluate_split
 
     def nan_bleu(*args, **kwargs):
         scores, hyps = real(*args, **kwargs)
         return {**scores, "bleu": float("nan")}, hyps
 
-    monkeypatch.setattr(session, "evaluate_split", nan_bleu)
+    monkeypatch.setattr(validation, "evaluate_split", nan_bleu)
     result = train(tiny_config(tmp_path / "run", max_steps=2, validate_every=1), progress_bar=False)
     assert result.best_score is None
     assert not (tmp_path / "run" / "best.pt").exists()

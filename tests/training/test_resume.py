@@ -92,8 +92,8 @@ def test_resume_is_bit_identical(tmp_path, straight, batches_per_epoch, where):
 
 
 def restore_without(piece: str):
-    """A _restore that forgets one piece of the training state."""
-    original = session_module._restore
+    """A Session.restore that forgets one piece of the training state."""
+    original = session_module.Session.restore
 
     def forgetful(session, checkpoint):
         state = checkpoint.state
@@ -121,7 +121,7 @@ def restore_without(piece: str):
 
 @pytest.mark.parametrize("piece", ["model", "optimizer", "rng", "position", "step"])
 def test_leaving_out_any_piece_breaks_the_comparison(tmp_path, monkeypatch, straight, piece):
-    monkeypatch.setattr(session_module, "_restore", restore_without(piece))
+    monkeypatch.setattr(session_module.Session, "restore", restore_without(piece))
     run = tmp_path / "run"
     stop_and_resume(run, 3)
     resumed = losses(run)

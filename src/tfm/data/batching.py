@@ -74,6 +74,15 @@ def collate(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], pad_id: 
     )
 
 
+@dataclass(frozen=True)
+class Pairs:
+    """An epoch's framed training pairs before batching (src = ids + [EOS], tgt = [BOS] + ids +
+    [EOS]); pair i is (src[i], tgt[i]). Lists, or `RaggedIds` (or views) of the data cache."""
+
+    src: Sequence[Sequence[int]]
+    tgt: Sequence[Sequence[int]]
+
+
 @dataclass
 class EpochData:
     """One epoch's training data: framed ids per pair, and the batches (lists of pair indices)
@@ -82,6 +91,10 @@ class EpochData:
     src: Sequence[Sequence[int]]  # a list, or a `RaggedIds` (or view) of the data cache
     tgt: Sequence[Sequence[int]]
     batches: list[list[int]]
+
+    def batch(self, indices: Sequence[int]) -> Batch:
+        """The padded tensors of the pairs `indices` (e.g. one of `batches`)."""
+        return collate([self.src[i] for i in indices], [self.tgt[i] for i in indices])
 
 
 class TokenBatchSampler:

@@ -22,17 +22,14 @@ a run with seed s always gets the same segmentation.
 from __future__ import annotations
 
 import json
-import logging
 import random
 from collections.abc import Sequence
 
 from tokenizers import Tokenizer as HfTokenizer
 
-from tfm.data.batching import EpochData, TokenBatchSampler
+from tfm.data.batching import Pairs
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
-
-log = logging.getLogger(__name__)
 
 
 class DropoutSegmenter:
@@ -89,14 +86,15 @@ class DropoutSegmenter:
         return pieces
 
 
-class DropoutEpochs:
-    """The training split re-segmented with BPE-dropout for each epoch.
+class BpeDropout:
+    """The epoch transform (`tfm.data.epochs`) that re-segments the training split with
+    BPE-dropout in every epoch.
 
-    `epoch(e)` is a pure function of (seed, e), like `TokenBatchSampler.epoch`, so a resumed run
-    gets the same segmentation and batches for the epoch it resumes in. A pair stays the one the
-    split kept: if its new segmentation is longer than `max_length` or `max_tokens` allow, the
-    pair keeps its plain segmentation for that epoch, so nothing is dropped or batched alone
-    because of dropout.
+    A pure function of (seed, epoch), so a resumed run gets the same segmentation for the epoch it
+    resumes in. It re-segments `split`'s text and must come first among the transforms: the pairs
+    it is given are the split's plain segmentation. A pair stays the one the split kept: if its
+    new segmentation is longer than `max_length` or `max_tokens` allow, the pair keeps its plain
+    segmentation for that epoch, so nothing is dropped or batched alone because of dropout.
     """
 
     def __init__(
@@ -114,7 +112,7 @@ class DropoutEpochs:
             raise ValueError(f"BPE-dropout p={p} is not in (0, 1)")
         if sides not in ("both", "source", "target"):
             raise ValueError(f"sides={sides!r} is not one of both, source, target")
-        self.split, self.p, self.seed, self.max_tokens = split, p, seed, max_tokens
+        self.p, self.seed, self.max_tokens = p, seed, max_tokens
         self.max_length, self.sides = max_length, sides
         src_model, tgt_model = tokenizer.bpe_models
         self._src = DropoutSegmenter(src_model)
@@ -122,10 +120,20 @@ class DropoutEpochs:
         # None: that side keeps its plain segmentation
         self._src_words = self._src.words(split.src_text) if sides != "target" else None
         self._tgt_words = self._tgt.words(split.tgt_text) if sides != "source" else None
+        self._n_pairs = len(split)
 
-    def epoch(self, epoch: int) -> EpochData:
+    def active(self, epoch: int) -> bool:
+        return True
+
+    def __call__(self, pairs: Pairs, epoch: int) -> Pairs:
+        """`pairs` (the split's plain segmentation) segmented anew for `epoch`."""
+        if len(pairs.src) != self._n_pairs:
+            raise ValueError(
+                f"BPE-dropout re-segments the {self._n_pairs} training pairs, got "
+                f"{len(pairs.src)}: it must be the first epoch transform"
+            )
         rng = random.Random(f"tfm-bpe-dropout:{self.seed}:{epoch}")
-        src, tgt = list(self.split.src), list(self.split.tgt)
+        src, tgt = list(pairs.src), list(pairs.tgt)
         if self._src_words is not None:
             src = [[*ids, EOS_ID] for ids in self._src.encode(self._src_words, self.p, rng)]
         if self._tgt_words is not None:
@@ -135,23 +143,13 @@ class DropoutEpochs:
             # framed widths
             too_long = self.max_length is not None and max(len(s) - 1, len(t) - 2) > self.max_length
             if too_long or max(len(s), len(t)) > self.max_tokens:
-                src[i], tgt[i] = self.split.src[i], self.split.tgt[i]
-        sampler = TokenBatchSampler(
-            [len(s) for s in src],
-            [len(t) for t in tgt],
-            max_tokens=self.max_tokens,
-            seed=self.seed,
-            quiet=True,
+                src[i], tgt[i] = pairs.src[i], pairs.tgt[i]
+        return Pairs(src=src, tgt=tgt)
+
+    def describe(self, before: Pairs, after: Pairs, epoch: int) -> str:
+        plain = sum(map(len, before.src)) + sum(map(len, before.tgt))
+        dropped = sum(map(len, after.src)) + sum(map(len, after.tgt))
+        return (
+            f"BPE-dropout {self.p:.2g} ({self.sides}): {dropped} tokens, "
+            f"{100 * (dropped / plain - 1):+.1f}% over plain BPE"
         )
-        data = EpochData(src=src, tgt=tgt, batches=sampler.epoch(epoch))
-        level = logging.INFO if epoch == 0 else logging.DEBUG  # once per run is enough to read
-        if log.isEnabledFor(level):
-            plain = sum(map(len, self.split.src)) + sum(map(len, self.split.tgt))
-            dropped = sum(map(len, src)) + sum(map(len, tgt))
-            log.log(
-                level,
-                "BPE-dropout %.2g (%s): epoch %d has %d tokens, %+.1f%% over plain BPE, in %d "
-                "batches", self.p, self.sides, epoch, dropped, 100 * (dropped / plain - 1),
-                len(data.batches),
-            )  # fmt: skip
-        return data

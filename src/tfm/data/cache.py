@@ -31,17 +31,17 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from tfm.config import Config
-from tfm.data.cache_key import VERSION, CacheKey, cache_key
+from tfm.data.cache_key import SIDES, VERSION, CacheKey, cache_key
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
+from tfm.data.store import write_entry
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import DataError
 
 log = logging.getLogger(__name__)
 
 META = "meta.json"
-SIDES = ("src", "tgt")
 
 
 def cache_root(config: Config) -> Path:
@@ -154,8 +154,6 @@ def _prepare(
     progress: bool,
 ) -> CacheEntry:
     """Write the entry `key` under the lock, unless another process has meanwhile."""
-    from tfm.data.store import write_entry  # the writing side (it imports this module)
-
     lock = root / f"{key}.lock"
     try:
         root.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,4 @@
-"""The identity of a training split by content: the data cache's key, and the fingerprint that
-checkpoints written before the cache stored.
+"""The identity of a training split by content: the data cache's key.
 
 The key hashes what decides an entry's content: the bytes of the training files (for `text`,
 `tsv`, `jsonl`; the cleaned pairs for `toy`, `hub` and `disk`), how they are read (format,
@@ -17,9 +16,9 @@ from pathlib import Path
 from tfm.config import Config, SourceConfig
 from tfm.data.corpus import stream_split
 from tfm.data.formats import text_files
-from tfm.data.pipeline import EncodedSplit
 
 VERSION = 1  # of the cache's folder layout; another version is another key
+SIDES = ("src", "tgt")  # the file stems of an entry's two sides
 _HASH_BLOCK = 1 << 22
 
 
@@ -94,11 +93,3 @@ def _hash_pairs(digest, config: Config) -> int:
         digest.update(record)
         size += len(record)
     return size
-
-
-def legacy_fingerprint(split: EncodedSplit) -> str:
-    """The training data's identity as checkpoints written before the data cache stored it."""
-    digest = hashlib.sha256()
-    for src, tgt in zip(split.src, split.tgt, strict=True):
-        digest.update(json.dumps([src, tgt]).encode())
-    return digest.hexdigest()[:16]

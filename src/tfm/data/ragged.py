@@ -9,8 +9,8 @@ pairs kept after length filtering) without copying.
 
 They stand in for `list[list[int]]` and `list[str]`: `len(x)`, `x[i]` (a new list of ints, or a
 str), iteration, slices (as lists) and `==` against any sequence behave as on lists, and
-`RaggedIds.lengths` gives every row's length as one array (for batching). `Joined` and `Reframed`
-are lazy views for the both-ways epochs (`tfm.data.bidirectional`).
+`RaggedIds.lengths` gives every row's length as one array (for batching); `+` joins as a view.
+`Joined` and `Reframed` are lazy views, e.g. for the both-ways epochs (`tfm.data.bidirectional`).
 """
 
 from __future__ import annotations
@@ -64,6 +64,17 @@ class _Rows(Sequence):
         return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
 
     __hash__ = None  # type: ignore[assignment]  # equal to lists, which are unhashable
+
+    def __add__(self, other: object) -> Joined:
+        """`a + b` as on lists, as a `Joined` view (nothing is copied)."""
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return Joined(self, other)
+
+    def __radd__(self, other: object) -> Joined:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return Joined(other, self)
 
 
 class _Flat(_Rows):

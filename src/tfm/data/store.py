@@ -32,8 +32,7 @@ from tokenizers import models
 from tqdm import tqdm
 
 from tfm.config import Config, TokenizerConfig
-from tfm.data.cache import SIDES
-from tfm.data.cache_key import VERSION, CacheKey
+from tfm.data.cache_key import SIDES, VERSION, CacheKey
 from tfm.data.corpus import LoadReport, stream_split
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer, train_tokenizer

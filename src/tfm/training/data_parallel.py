@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -21,15 +22,17 @@ from torch.nn.parallel import DistributedDataParallel
 from tfm.errors import UsageError
 from tfm.training.distributed import Replicas
 from tfm.training.session import Session, StopFlag
+from tfm.training.validation import validate_and_checkpoint
 
 log = logging.getLogger(__name__)
+Number = TypeVar("Number", int, float)
 
 # What inductor's CPU code generation calls (it reads $CXX first).
 _CXX = tuple(c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c)
 
 # The model's only buffers are fixed positional tables: no need to broadcast them every forward.
 # torch 2.13 renamed DDP's option (and warns about the old name).
-_NO_BUFFER_SYNC = (
+_NO_BUFFER_SYNC: dict[str, Any] = (
     {"forward_sync_buffers": False}
     if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
     else {"broadcast_buffers": False}
@@ -63,6 +66,13 @@ def shard(
     return span[rank::world_size], len(span)
 
 
+def steps_in_epoch(n_batches: int, *, accumulate: int, world_size: int) -> int:
+    """The optimizer steps `shard` makes of an epoch of `n_batches` global batches: one per
+    `world_size × accumulate` batches, and one more for a rest that gives every process one."""
+    per_step = world_size * accumulate
+    return n_batches // per_step + (n_batches % per_step >= world_size)
+
+
 def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """`module` under `torch.compile` for training steps: shapes vary from batch to batch, so
     compiled for dynamic shapes (a few compilations in all, not one per batch shape). It shares the
@@ -74,7 +84,7 @@ def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
             "none found on PATH); install one or set train.compile: false"
         )
     log.info("train.compile: the model is compiled at its first training step (this takes a while)")
-    return torch.compile(module, dynamic=True)
+    return cast(torch.nn.Module, torch.compile(module, dynamic=True))
 
 
 class DataParallel:
@@ -99,9 +109,9 @@ class DataParallel:
     def _start_ddp(self) -> None:
         replicas, session = self.replicas, self.session
         t, world_size = session.config.train, replicas.world_size
-        if len(session.sampler) < world_size:
+        if len(session.epochs.sampler) < world_size:
             raise UsageError(
-                f"the training data make {len(session.sampler)} batches an epoch at "
+                f"the training data make {len(session.epochs.sampler)} batches an epoch at "
                 f"train.max_tokens={t.max_tokens}, fewer than the {world_size} processes; "
                 "lower train.max_tokens or start fewer processes"
             )
@@ -117,7 +127,7 @@ class DataParallel:
             "data parallel: %d processes (%s); each optimizer step takes %d processes × %d "
             "accumulated = %d batches of up to %d padded tokens (%d batches an epoch)",
             world_size, replicas.backend, world_size, t.accumulate, world_size * t.accumulate,
-            t.max_tokens, len(session.sampler),
+            t.max_tokens, len(session.epochs.sampler),
         )  # fmt: skip
 
     @property
@@ -143,7 +153,7 @@ class DataParallel:
             seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
             torch.manual_seed(seed % 2**63)
 
-    def sum(self, value: float) -> float:
+    def sum(self, value: Number) -> Number:
         """`value` summed over all processes (an int stays an int)."""
         if not self.replicas.active:
             return value
@@ -174,10 +184,10 @@ class DataParallel:
         """Validate and checkpoint on process 0; True when early stopping says stop."""
         session = self.session
         if not self.replicas.active:
-            return session.validate_and_checkpoint()
+            return validate_and_checkpoint(session)
         early = False
         if self.is_main:
-            early = session.validate_and_checkpoint()
+            early = validate_and_checkpoint(session)
         else:
             session.validated_step = session.saved_step = session.progress.step
         return bool(self._agree_with(int(early)))

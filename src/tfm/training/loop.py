@@ -3,29 +3,29 @@
 `train(config)` is the one entry point. It trains (or resumes) the run in `config.run_dir` until
 a budget (steps, epochs, minutes), early stopping or a stop request ends it, writing `last.pt`,
 `best.pt`, rotating training-state checkpoints and `metrics.jsonl` as it goes.
+
+Every `train.log_every` steps, metrics.jsonl gets the mean loss of the steps since the last line
+and their tokens per second of training time (validation and checkpoints left out). The steps
+since the last line are saved with each checkpoint, so a resumed run logs what the uninterrupted
+run would have. What each epoch trains on is the session's epoch plan (`tfm.data.epochs`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import sys
 import time
 from dataclasses import dataclass
 
-import torch
 from tqdm import tqdm
 
 from tfm.config import Config, TrainConfig
-from tfm.data.batching import Batch, EpochData, collate
-from tfm.data.tokenizer import PAD_ID
 from tfm.device import peak_memory_mib
-from tfm.errors import TrainingError
-from tfm.loss import projected_loss_sum
-from tfm.training.data_parallel import DataParallel
+from tfm.training.data_parallel import DataParallel, steps_in_epoch
 from tfm.training.distributed import open_session_everywhere, process_group
-from tfm.training.schedule import learning_rate, peak_learning_rate
 from tfm.training.session import Session, StopFlag
+from tfm.training.state import LogWindow
+from tfm.training.step import optimizer_step
 
 log = logging.getLogger(__name__)
 
@@ -95,19 +95,13 @@ def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> T
 def _planned_steps(session: Session, parallel: DataParallel) -> int | None:
     """The step count the step and epoch budgets allow (for the progress bar), or None."""
     t = session.config.train
-    per_step = t.accumulate * parallel.replicas.world_size
     by_epochs = None
-    if t.max_epochs is not None:  # with BPE-dropout, from the batches of the epoch it starts in
-        first, both = session.progress.epoch, min(t.bidirectional_epochs, t.max_epochs)
-        by_epochs = 0
-        if both < t.max_epochs:
-            per_epoch = len(session.epoch_data(max(first, both)).batches)
-            by_epochs += (t.max_epochs - both) * (per_epoch // per_step)
-        # Bidirectional epochs have about twice the batches. Asked last: when training starts in
-        # one, it is the epoch the session keeps for the loop.
-        if both:
-            per_epoch = len(session.epoch_data(min(first, both - 1)).batches)
-            by_epochs += both * (per_epoch // per_step)
+    if t.max_epochs is not None:
+        counts = session.epochs.batch_counts(range(t.max_epochs), near=session.progress.epoch)
+        world_size = parallel.replicas.world_size
+        by_epochs = sum(
+            steps_in_epoch(n, accumulate=t.accumulate, world_size=world_size) for n in counts
+        )
     budgets = [n for n in (t.max_steps, by_epochs) if n is not None]
     return min(budgets) if budgets else None
 
@@ -119,38 +113,27 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
     if spent := _budget_spent(session):
         log.info("nothing to train: the run has already reached train.%s", spent)
         return spent
-    window_tokens, window_start, window_loss, window_steps = 0, time.monotonic(), 0.0, 0
+    window_clock = time.monotonic()  # training time only: restarted after each step's checks
     while t.max_epochs is None or p.epoch < t.max_epochs:
-        data = session.epoch_data(p.epoch)
+        data = session.epochs.data(p.epoch)
         while p.position < len(data.batches):
             group, consumed = parallel.shard(data.batches, p.position)
             if not group:
                 break
-            loss, n_tokens = _optimizer_step(session, parallel, data, group)
+            result = optimizer_step(session, parallel, [data.batch(b) for b in group])
             p.position += consumed
             p.elapsed_s = time.monotonic() - started
-            if loss is not None:
-                window_loss, window_steps = window_loss + loss, window_steps + 1
-                window_tokens += n_tokens
+            window = p.log_window
+            if result.loss is not None:
+                window.add(result.loss, result.tokens)
+            window.seconds += time.monotonic() - window_clock
             bar.update(1)
-            if p.step % t.log_every == 0 and window_steps and parallel.is_main:
-                elapsed = max(time.monotonic() - window_start, 1e-9)
-                event = {
-                    "step": p.step,
-                    "epoch": p.epoch,
-                    "train_loss": window_loss / window_steps,
-                    "lr": session.optimizer.param_groups[0]["lr"],
-                    "tokens_per_s": round(window_tokens / elapsed, 1),
-                    "peak_mib": round(peak_memory_mib(session.device)),
-                }
-                session.write_metrics(event)
-                bar.set_postfix(
-                    loss=f"{event['train_loss']:.3f}",
-                    lr=f"{event['lr']:.2e}",
-                    tok_s=f"{event['tokens_per_s']:.0f}",
-                )
-                window_tokens, window_start, window_loss, window_steps = 0, time.monotonic(), 0, 0
+            if p.step % t.log_every == 0 and window.steps:
+                if parallel.is_main:
+                    _log_training(session, bar)
+                p.log_window = LogWindow()  # the next line's steps start here
             reason = _after_step(session, parallel, started)
+            window_clock = time.monotonic()
             if reason:
                 return reason
         p.epoch += 1
@@ -158,6 +141,26 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
     if session.validated_step != p.step:
         parallel.validate()
     return "max_epochs"
+
+
+def _log_training(session: Session, bar: tqdm) -> None:
+    """Write the log window's line to metrics.jsonl and the progress bar."""
+    p = session.progress
+    window = p.log_window
+    event = {
+        "step": p.step,
+        "epoch": p.epoch,
+        "train_loss": window.loss_sum / window.steps,
+        "lr": session.optimizer.param_groups[0]["lr"],
+        "tokens_per_s": round(window.tokens / max(window.seconds, 1e-9), 1),
+        "peak_mib": round(peak_memory_mib(session.device)),
+    }
+    session.write_metrics(event)
+    bar.set_postfix(
+        loss=f"{event['train_loss']:.3f}",
+        lr=f"{event['lr']:.2e}",
+        tok_s=f"{event['tokens_per_s']:.0f}",
+    )
 
 
 def _budget_spent(session: Session) -> str | None:
@@ -202,65 +205,3 @@ def _after_step(session: Session, parallel: DataParallel, started: float) -> str
     if out_of_time:
         return "max_minutes"
     return None
-
-
-def _optimizer_step(
-    session: Session, parallel: DataParallel, data: EpochData, group: list[list[int]]
-) -> tuple[float | None, int]:
-    """One update from `group` (accumulated batches); the loss is normalised by all its tokens,
-    on all processes under torchrun, and the loss returned and tokens counted are the step's.
-
-    A non-finite loss or gradient skips the update (counted); after `train.max_nonfinite` such
-    steps in a row, training stops with a TrainingError.
-    """
-    cfg, p, model, optimizer = session.config, session.progress, session.model, session.optimizer
-    p.step += 1
-    parallel.begin_step(p.step)
-    lr = learning_rate(p.step, peak=peak_learning_rate(cfg), warmup_steps=cfg.train.warmup_steps)
-    for param_group in optimizer.param_groups:
-        param_group["lr"] = lr
-    batches = [collate([data.src[i] for i in b], [data.tgt[i] for i in b]) for b in group]
-    n_tokens = parallel.sum(sum(b.n_tgt_tokens for b in batches))
-    parallel.module.train()
-    optimizer.zero_grad(set_to_none=True)
-    total = 0.0
-    for i, batch in enumerate(batches):
-        with parallel.gradient_sync(last=i == len(batches) - 1):
-            batch = batch.to(session.device)
-            with session.autocast():
-                loss = _batch_loss_sum(session, parallel.module, batch)
-            loss = loss / n_tokens
-            parallel.backward(loss)
-        total += float(loss.detach())
-    total = parallel.sum(total)  # the same on every process, and so is the gradient norm
-    grads = [q.grad for q in model.parameters() if q.grad is not None]
-    if cfg.train.clip_norm is not None:
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_norm)
-    else:
-        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-    if not (math.isfinite(total) and bool(torch.isfinite(norm))):
-        p.nonfinite_in_a_row += 1
-        p.nonfinite_total += 1
-        optimizer.zero_grad(set_to_none=True)
-        log.warning("step %d: non-finite loss or gradient (lr %.3g); update skipped", p.step, lr)
-        if p.nonfinite_in_a_row >= cfg.train.max_nonfinite:
-            raise TrainingError(
-                f"training stopped at step {p.step}: {p.nonfinite_in_a_row} non-finite losses in a "
-                f"row (lr {lr:.3g}); try a lower train.lr, more train.warmup_steps, "
-                "train.clip_norm, or train.precision: fp32"
-            )
-        return None, n_tokens
-    p.nonfinite_in_a_row = 0
-    optimizer.step()
-    p.tokens_seen += n_tokens
-    return total, n_tokens
-
-
-def _batch_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """The summed label-smoothed cross-entropy of one batch's real target tokens."""
-    weight = session.model.output_projection.weight
-    real = batch.tgt_out != PAD_ID  # (B, T): padding gets no logits at all
-    hidden = module(batch.src, batch.tgt_in, keep=real, project=False)  # (N, D)
-    return projected_loss_sum(
-        hidden, weight, batch.tgt_out[real], label_smoothing=session.config.train.label_smoothing
-    )

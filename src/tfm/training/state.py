@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
+
+
+@dataclass
+class LogWindow:
+    """The training steps since the last `train_loss` line of metrics.jsonl (`train.log_every`).
+
+    Saved with the progress, so that a run resumed at a step between two lines logs the same
+    mean loss as the uninterrupted run. `seconds` counts training time only (validation and
+    checkpoints left out), so `tokens / seconds` is the training speed over the window.
+    """
+
+    loss_sum: float = 0.0  # of the steps' mean token losses
+    steps: int = 0  # steps with a finite loss
+    tokens: int = 0  # real target tokens of those steps
+    seconds: float = 0.0
+
+    def add(self, loss: float, tokens: int) -> None:
+        self.loss_sum += loss
+        self.steps += 1
+        self.tokens += tokens
 
 
 @dataclass
@@ -26,13 +46,18 @@ class Progress:
     nonfinite_in_a_row: int = 0
     nonfinite_total: int = 0
     tokens_seen: int = 0
+    log_window: LogWindow = field(default_factory=LogWindow)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, values: dict) -> Progress:
-        return cls(**values)
+        """The progress a checkpoint saved; one written before the log window was saved starts
+        an empty window."""
+        values = dict(values)
+        window = LogWindow(**values.pop("log_window", {}))
+        return cls(**values, log_window=window)
 
 
 def rng_state() -> dict:

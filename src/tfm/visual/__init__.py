@@ -1,3 +1,4 @@
-"""Pictures that make the Transformer visible: attention weights per head (`attention`,
-`attention_plot`), the sinusoidal positional encoding (`positional`) and training curves
-(`curves`). matplotlib is imported only inside the drawing functions (see `figure`)."""
+"""Pictures that make the Transformer visible: attention weights per head (`attention`, drawing
+what `tfm.prediction.attention` collects), the sinusoidal positional encoding (`positional`) and
+training curves (`curves`). This package only draws; finding runs and reading their files is
+`tfm.commands`'s. matplotlib is imported only inside the drawing functions (see `figure`)."""

@@ -1,137 +1,122 @@
-"""The attention weights of one translated sentence, ready to draw.
+"""Draw an `AttentionView` as a grid of heatmaps: one panel per head, for one layer or all.
 
-The sentence is translated greedily (cached, fast path); then the model runs once more over the
-source and the tokens it produced with `Transformer.attention_maps`, the explicit
-softmax(Q K^T / sqrt(d_k)) path, which returns the very weights the fast path multiplies the
-values with (tests/test_plots.py checks that against the fused kernel's output).
-
-Rows and columns, for each kind:
-- encoder: source token attends to source token; both axes are the source pieces (with </s>).
-- decoder: masked self-attention over the decoder's input (<s> and the tokens produced); query j
-  sees keys 0..j only, so everything above the diagonal is exactly 0 (§3.2.3).
-- cross:   row j is the query that produced output token j (the last one is </s> when the model
-  stopped by itself); columns are the source pieces.
+Colour is the attention weight on a square-root scale (0 to 1), so the weak attention of a long
+row is still visible while the colour bar shows true values; the decoder's masked (future)
+positions are grey, which is where its causal, lower-triangular structure shows.
 """
 
 from __future__ import annotations
 
-import logging
+import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from torch import Tensor
-
-from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from tfm.errors import UsageError
-from tfm.transformer import Transformer, greedy_decode
-from tfm.transformer.decoding import output_limits
+from tfm.prediction.attention import AttentionView
+from tfm.visual.figure import new_figure, save_figure
 
-log = logging.getLogger(__name__)
-
-KINDS = ("cross", "encoder", "decoder")
+TITLES = {
+    "cross": "Encoder-decoder (cross) attention",
+    "encoder": "Encoder self-attention",
+    "decoder": "Decoder self-attention (causal: grey = future positions, masked)",
+}
+AXIS_LABELS = {  # kind: (x: keys, y: queries)
+    "cross": ("source token (key)", "output token (query that produced it)"),
+    "encoder": ("source token (key)", "source token (query)"),
+    "decoder": ("decoder input (key)", "decoder input (query)"),
+}
+CELL_IN = 0.24  # inches per token while a panel stays under MAX_PANEL_IN
+MIN_PANEL_IN, MAX_PANEL_IN, MAX_GRID_IN = 1.4, 5.0, 32.0
+MAX_COLUMNS_ONE_LAYER = 4
+MIN_WIDTH_IN = 6.5  # room for the two title lines
 
 
 @dataclass(frozen=True)
-class AttentionView:
-    """One kind of attention for one sentence: weights (L, H, Tq, Tk), one row per query token,
-    one column per key token; each row sums to 1. `src_ids` and `tgt_ids` are the model's
-    inputs the weights were computed from (source with </s>, decoder input with <s>)."""
+class GridLayout:
+    """Which (layer, head) pairs go where (0-based, row by row) and the figure size in inches."""
 
-    kind: str
-    weights: Tensor  # (L, H, Tq, Tk)
-    query_tokens: list[str]
-    key_tokens: list[str]
-    source: str
-    translation: str
-    src_ids: list[int]
-    tgt_ids: list[int]
-
-    @property
-    def n_layers(self) -> int:
-        return self.weights.size(0)
-
-    @property
-    def n_heads(self) -> int:
-        return self.weights.size(1)
+    panels: list[tuple[int, int]]
+    rows: int
+    cols: int
+    panel_width_in: float
+    panel_height_in: float
+    width_in: float
+    height_in: float
 
 
-def check_kind(kind: str) -> str:
-    if kind not in KINDS:
-        raise UsageError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
-    return kind
+def attention_layout(
+    view: AttentionView, *, layer: int | None = None, head: int | None = None
+) -> GridLayout:
+    """Panels for `layer` and `head` (1-based; None = all): all layers give a layers x heads grid,
+    one layer its heads in rows of at most four. Sizes grow with the number of tokens."""
+    layers = _pick("--layer", layer, view.n_layers)
+    heads = _pick("--head", head, view.n_heads)
+    panels = [(lay, h) for lay in layers for h in heads]
+    if len(layers) == 1:
+        cols = min(len(heads), MAX_COLUMNS_ONE_LAYER)
+        rows = math.ceil(len(heads) / cols)
+    else:
+        rows, cols = len(layers), len(heads)
+    n_query, n_key = len(view.query_tokens), len(view.key_tokens)
+    panel_w = _clamp(CELL_IN * n_key, MIN_PANEL_IN, min(MAX_PANEL_IN, MAX_GRID_IN / cols))
+    panel_h = _clamp(CELL_IN * n_query, MIN_PANEL_IN, min(MAX_PANEL_IN, MAX_GRID_IN / rows))
+    longest = max(len(t) for t in view.query_tokens + view.key_tokens)
+    label_in = 0.8 + 0.075 * min(longest, 20)  # tick labels plus the axis label
+    width = max(label_in + cols * (panel_w + 0.2) + 1.2, MIN_WIDTH_IN)  # + colour bar
+    height = 1.0 + rows * (panel_h + 0.35) + label_in  # title, panels with titles, x labels
+    return GridLayout(panels, rows, cols, panel_w, panel_h, round(width, 2), round(height, 2))
 
 
-def sentence_attention(
-    model: Transformer,
-    tokenizer: Tokenizer,
-    sentence: str,
-    *,
-    kind: str = "cross",
-    max_len_a: float = 1.5,
-    max_len_b: float = 10,
-) -> AttentionView:
-    """Translate `sentence` and return the `kind` attention weights of every layer and head."""
-    check_kind(kind)
-    if not sentence.strip():
-        raise UsageError("the sentence is empty; give the text to translate")
-    model.eval()
-    device = next(model.parameters()).device
-    pieces = tokenizer.encode_src([sentence.strip()])[0]
-    if len(pieces) >= model.max_len:
-        log.warning("the sentence has %d tokens; cut to the model's %d", len(pieces), model.max_len)
-    src = pieces[: model.max_len - 1] + [EOS_ID]
-    src_ids = torch.tensor([src], device=device)  # (1, S)
-    result = greedy_decode(
-        model, src_ids, bos_id=BOS_ID, eos_id=EOS_ID, max_len_a=max_len_a, max_len_b=max_len_b
-    )
-    tokens = result.tokens[0]
-    limit = int(output_limits(model, src_ids, max_len_a, max_len_b)[0])
-    if len(tokens) < limit:  # the model stopped with </s>: the last query produced it
-        decoder_input, produced = [BOS_ID, *tokens], [*tokens, EOS_ID]
-    else:  # cut at the length limit: the query after the last token never ran
-        decoder_input, produced = [BOS_ID, *tokens[:-1]], tokens
-    tgt_ids = torch.tensor([decoder_input], device=device)  # (1, T)
-    maps = model.attention_maps(src_ids, tgt_ids)
-    weights = torch.cat(maps[kind], dim=0).float().cpu()  # (L, H, Tq, Tk)
-    source_tokens = tokenizer.src_pieces(src)
-    axes = {
-        "encoder": (source_tokens, source_tokens),
-        "decoder": (tokenizer.tgt_pieces(decoder_input), tokenizer.tgt_pieces(decoder_input)),
-        "cross": (tokenizer.tgt_pieces(produced), source_tokens),
-    }
-    query_tokens, key_tokens = axes[kind]
-    translation = tokenizer.decode_tgt([tokens])[0]
-    log.info("%s -> %s", sentence.strip(), translation)
-    return AttentionView(
-        kind, weights, query_tokens, key_tokens, sentence.strip(), translation, src, decoder_input
-    )
-
-
-def plot_sentence_attention(
-    run: str | Path | None,
-    sentence: str,
-    out: Path | None = None,
-    *,
-    kind: str = "cross",
-    layer: int | None = None,
-    head: int | None = None,
+def draw_attention(
+    view: AttentionView, path: Path, *, layer: int | None = None, head: int | None = None
 ) -> Path:
-    """`tfm attention`: load the run's model on the CPU, translate, draw; returns the path."""
-    from tfm.rundir.model_file import load_trained
-    from tfm.rundir.paths import find_run
-    from tfm.visual.attention_plot import draw_attention
-    from tfm.visual.figure import check_output_path
+    """Write the heatmap grid of `view` to `path` (PNG, SVG or PDF by extension)."""
+    import matplotlib
+    import numpy as np
+    from matplotlib.colors import PowerNorm
 
-    out = check_output_path(out or Path(f"attention-{check_kind(kind)}.png"))
-    trained = load_trained(find_run(run), torch.device("cpu"))
-    decoding = trained.config.decoding
-    view = sentence_attention(
-        trained.model,
-        trained.tokenizer,
-        sentence,
-        kind=kind,
-        max_len_a=decoding.max_len_a,
-        max_len_b=decoding.max_len_b,
-    )
-    return draw_attention(view, out, layer=layer, head=head)
+    layout = attention_layout(view, layer=layer, head=head)
+    figure = new_figure(layout.width_in, layout.height_in)
+    axes = figure.subplots(layout.rows, layout.cols, squeeze=False)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#dddddd")
+    norm = PowerNorm(gamma=0.5, vmin=0.0, vmax=1.0)
+    n_query, n_key = len(view.query_tokens), len(view.key_tokens)
+    future = np.triu(np.ones((n_query, n_key), dtype=bool), k=1) if view.kind == "decoder" else None
+    font = _clamp(72 * min(layout.panel_width_in / n_key, layout.panel_height_in / n_query), 4, 9)
+    image = None
+    for index, ax in enumerate(axes.flat):
+        if index >= len(layout.panels):
+            ax.set_visible(False)
+            continue
+        lay, h = layout.panels[index]
+        weights = view.weights[lay, h].numpy()  # (Tq, Tk)
+        shown = weights if future is None else np.ma.masked_array(weights, mask=future)
+        image = ax.imshow(shown, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+        ax.set_title(f"layer {lay + 1} · head {h + 1}", fontsize=9)
+        ax.set_xticks(range(n_key), labels=view.key_tokens, rotation=90, fontsize=font)
+        ax.set_yticks(range(n_query), labels=view.query_tokens, fontsize=font)
+        col = index % layout.cols
+        last_in_column = index + layout.cols >= len(layout.panels)
+        ax.tick_params(labelleft=col == 0, labelbottom=last_in_column, length=0)
+    assert image is not None  # a view has at least one panel
+    figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    x_label, y_label = AXIS_LABELS[view.kind]
+    figure.supxlabel(x_label, fontsize=10)
+    figure.supylabel(y_label, fontsize=10)
+    width_chars = max(40, int(layout.width_in * 9))
+    pair = textwrap.shorten(f"“{view.source}” → “{view.translation}”", width=width_chars)
+    figure.suptitle(f"{TITLES[view.kind]}\n{pair}", fontsize=11)
+    return save_figure(figure, path)
+
+
+def _pick(option: str, value: int | None, count: int) -> list[int]:
+    if value is None:
+        return list(range(count))
+    if not 1 <= value <= count:
+        raise UsageError(f"{option} {value}: the model has {count}; choose 1 to {count}")
+    return [value - 1]
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return max(low, min(value, max(low, high)))

@@ -7,9 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from tfm.errors import UsageError
-from tfm.rundir.metrics import read_metrics, series
-from tfm.visual.figure import check_output_path, new_figure, save_figure
+from tfm.rundir.metrics import series
+from tfm.visual.figure import new_figure, save_figure
 
 log = logging.getLogger(__name__)
 
@@ -43,31 +42,6 @@ def draw_training_curves(
             ax.text(0.5, 0.5, "no events yet", transform=ax.transAxes, ha="center", color="grey")
     figure.suptitle(title or "Training curves", fontsize=11)
     return save_figure(figure, path)
-
-
-def plot_run(run: str | Path | None, out: Path | None = None) -> Path:
-    """`tfm plot`: the curves of a run (default: the last one trained here); returns the path
-    written (default: curves.png in the run directory)."""
-    from tfm.config import load_config
-    from tfm.rundir.paths import RunPaths, find_run
-
-    if out is not None:
-        check_output_path(out)
-    paths = find_run(None) if run is None else RunPaths(Path(run))
-    if not paths.metrics.is_file():
-        raise UsageError(
-            f"{paths.metrics} does not exist; pass --run DIR of a run that has started training"
-        )
-    events = read_metrics(paths.metrics)
-    if not events:
-        raise UsageError(f"{paths.metrics} has no events yet; plot again after a few steps")
-    smoothing = None
-    if paths.config.is_file():
-        smoothing = load_config(paths.config, stored=True).train.label_smoothing
-    title = f"Training curves of {paths.root} (step {events[-1]['step']:,})"
-    return draw_training_curves(
-        events, out or paths.root / FILE_NAME, title=title, label_smoothing=smoothing
-    )
 
 
 def _line(ax, events: list[dict], key: str, label: str, **style) -> None:

@@ -1,43 +1,24 @@
-"""Pictures: the attention weights drawn are the model's own, and each command writes a valid
-image of the expected size. Tiny untrained models; no training."""
+"""Pictures: the attention grid's layout, and each command writes a valid image of the expected
+size. Tiny untrained models; no training."""
 
 import xml.etree.ElementTree as ET
 
 import matplotlib.image
 import pytest
 import torch
-import torch.nn.functional as F
+from attention_model import MODEL_ARGS, SENTENCE, vocab_sizes
 from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.config import load_config, to_yaml
-from tfm.data.tokenizer import train_tokenizer
 from tfm.errors import UsageError
+from tfm.prediction.attention import sentence_attention
 from tfm.rundir.model_file import save_model
-from tfm.transformer import ModelArgs, MultiHeadAttention, build_model, greedy_decode
 from tfm.visual import curves, positional
-from tfm.visual.attention import sentence_attention
-from tfm.visual.attention_plot import attention_layout
+from tfm.visual.attention import attention_layout
 from tfm.visual.figure import DPI
 
-SRC = ["the dog sees the cat .", "a man walks home .", "the small cat sleeps ."]
-TGT = ["der Hund sieht die Katze .", "ein Mann geht nach Hause .", "die kleine Katze schläft ."]
-SENTENCE = "the cat sees the dog ."
-MODEL_ARGS = dict(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
-                  dropout=0.0, max_len=64)  # fmt: skip
 DECODING = {"max_len_a": 0.5, "max_len_b": 2}  # short translations: few labels to draw
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(SRC, TGT, vocab_size=80, min_frequency=1)
-
-
-@pytest.fixture(scope="module")
-def model(tokenizer):
-    torch.manual_seed(0)
-    sizes = dict(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size)
-    return build_model(ModelArgs(**sizes, **MODEL_ARGS)).eval()
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +26,7 @@ def run_dir(tmp_path_factory, tokenizer, model):
     """A run directory as training leaves it: tokenizer, best.pt, config.yaml, metrics.jsonl."""
     root = tmp_path_factory.mktemp("run")
     tokenizer.save(root)
-    sizes = dict(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size)
-    save_model(root / "best.pt", model, {**sizes, **MODEL_ARGS}, step=0,
+    save_model(root / "best.pt", model, {**vocab_sizes(tokenizer), **MODEL_ARGS}, step=0,
                tokenizer_fingerprint=tokenizer.fingerprint())  # fmt: skip
     sets = [f"decoding.{key}={value}" for key, value in DECODING.items()]
     (root / "config.yaml").write_text(to_yaml(load_config(None, sets)), encoding="utf-8")
@@ -63,83 +43,6 @@ def invoke(*args):
 def png_size(path) -> tuple[int, int]:
     pixels = matplotlib.image.imread(path)  # decodes the whole file: a truncated PNG fails
     return pixels.shape[1], pixels.shape[0]
-
-
-# --- the weights -----------------------------------------------------------------------------
-
-
-def fast_path_attention_outputs(model, src, tgt):
-    """Run the model's normal (fused-kernel) forward pass, recording per attention module the
-    projected q/k/v of self-attention and the concatenated heads that go into W^O."""
-    seen = {}
-
-    def record(name, what):
-        def hook(module, args, output):
-            seen[(name, what)] = args[0] if what == "heads" else output
-
-        return hook
-
-    hooks = []
-    for name, module in model.named_modules():
-        if isinstance(module, MultiHeadAttention):
-            hooks.append(module.w_o.register_forward_hook(record(name, "heads")))
-            hooks.append(module.w_qkv.register_forward_hook(record(name, "qkv")))
-    with torch.no_grad():
-        model(src, tgt)
-        memory = model.encode(src)
-    for hook in hooks:
-        hook.remove()
-    return seen, memory
-
-
-@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
-def test_plotted_weights_reproduce_the_fast_paths_attention_output(model, tokenizer, kind):
-    view = sentence_attention(model, tokenizer, SENTENCE, kind=kind)
-    src, tgt = torch.tensor([view.src_ids]), torch.tensor([view.tgt_ids])
-    seen, memory = fast_path_attention_outputs(model, src, tgt)
-    module = {"encoder": "encoder.layers.{}.self_attention",
-              "decoder": "decoder.layers.{}.self_attention",
-              "cross": "decoder.layers.{}.cross_attention"}[kind]  # fmt: skip
-    H, D = view.n_heads, MODEL_ARGS["d_model"]
-    for layer in range(view.n_layers):
-        name = module.format(layer)
-        if kind == "cross":
-            mha = model.get_submodule(name)
-            values = F.linear(memory, mha.w_qkv.weight[2 * D :], mha.w_qkv.bias[2 * D :])
-        else:
-            values = seen[(name, "qkv")][..., 2 * D :]  # (1, T, D)
-        values = values.view(1, -1, H, D // H).transpose(1, 2)  # (1, H, Tk, K)
-        heads = (view.weights[layer : layer + 1] @ values).transpose(1, 2).reshape(1, -1, D)
-        torch.testing.assert_close(heads, seen[(name, "heads")], atol=1e-5, rtol=1e-4)
-
-
-def test_cross_attention_equals_the_cached_decoders(model, tokenizer):
-    view = sentence_attention(model, tokenizer, SENTENCE, kind="cross")
-    result = greedy_decode(model, torch.tensor([view.src_ids]), return_attention=True)
-    cached = result.cross_attention[0]  # (L, H, T_out, S)
-    torch.testing.assert_close(view.weights[:, :, : cached.size(2)], cached, atol=1e-5, rtol=1e-4)
-
-
-@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
-def test_rows_sum_to_one_and_axes_match_the_tokens(model, tokenizer, kind):
-    view = sentence_attention(model, tokenizer, SENTENCE, kind=kind)
-    L, H, Tq, Tk = view.weights.shape
-    assert (L, H) == (2, 4)
-    assert (Tq, Tk) == (len(view.query_tokens), len(view.key_tokens))
-    torch.testing.assert_close(view.weights.sum(-1), torch.ones(L, H, Tq))
-    if kind != "decoder":
-        assert view.key_tokens == tokenizer.src_pieces(view.src_ids)
-        assert view.key_tokens[-1] == "</s>"
-    else:
-        assert view.query_tokens[0] == view.key_tokens[0] == "<s>"
-
-
-def test_decoder_self_attention_is_zero_above_the_diagonal(model, tokenizer):
-    weights = sentence_attention(model, tokenizer, SENTENCE, kind="decoder").weights
-    T = weights.size(-1)
-    above = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
-    assert T > 2 and bool((weights[..., above] == 0).all())
-    assert bool((weights[..., ~above] > 0).all())
 
 
 def test_layout_grid_and_layer_head_choice(model, tokenizer):

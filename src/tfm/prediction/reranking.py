@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
-from tfm.evaluation import DecodeSettings, Model, sequence_log_probs
+from tfm.prediction.likelihood import sequence_log_probs
+from tfm.prediction.settings import DecodeSettings, Model
 
 Scored = list[tuple[str, float]]  # one sentence's hypotheses (text, score), best first
 

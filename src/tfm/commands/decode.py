@@ -1,0 +1,105 @@
+"""`tfm eval` and `tfm translate`: a trained run (or ensemble, or reranked beam) decoding a
+split, aligned files, or lines as they come."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from tfm.data.corpus import LoadReport
+from tfm.data.formats import read_lines
+from tfm.data.pipeline import EncodedSplit, encode_split, prepare_splits
+from tfm.errors import DataError, UsageError
+from tfm.prediction.evaluate import evaluate_split
+from tfm.prediction.opening import Decoding, open_decoding
+from tfm.prediction.settings import DecodeRequest
+from tfm.rundir.metrics import json_safe
+
+SPLITS = ("train", "validation", "test")
+
+
+def evaluate_run(
+    request: DecodeRequest,
+    *,
+    split: str = "test",
+    src: Path | None = None,
+    ref: Path | None = None,
+    output: Path | None = None,
+) -> tuple[dict, list[str]]:
+    """Scores (and hypotheses in input order) of the requested run, ensemble or reranked beam
+    on a split or on the aligned files `src` and `ref`; the hypotheses are also written to
+    `output`, one per line, when given."""
+    if (src is None) != (ref is None):
+        raise UsageError("--src and --ref go together")
+    if split not in SPLITS:
+        raise UsageError(f"--split {split!r}: expected train, validation or test")
+    decoding = open_decoding(request)
+    if src is not None and ref is not None:
+        data, name = _aligned_files(decoding, src, ref), str(src)
+    else:
+        config, tokenizer = decoding.trained.config, decoding.trained.tokenizer
+        splits, _ = prepare_splits(config.data, config.tokenizer, (split,), tokenizer=tokenizer)
+        data, name = splits[split], split
+    reranker = decoding.reranker
+    rerank = None if reranker is None else reranker.rerank
+    scores, hypotheses = evaluate_split(
+        decoding.model, decoding.trained.tokenizer, data, decoding.settings, rerank=rerank
+    )
+    if output is not None:
+        output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    header = {"run": str(decoding.trained.paths.root), "split": name, "step": decoding.trained.step}
+    if request.ensemble:
+        header["ensemble"] = [str(Path(other)) for other in request.ensemble]
+    settings = decoding.settings
+    options = {"beam_size": settings.beam_size, "length_penalty": settings.length_penalty}
+    if reranker is not None:
+        options["rerank_with"] = [str(Path(other)) for other in request.rerank_with]
+        options["rerank_weight"] = reranker.weight
+    return json_safe({**header, **options, **scores}), hypotheses  # NaN/inf scores as None
+
+
+def _aligned_files(decoding: Decoding, src: Path, ref: Path) -> EncodedSplit:
+    src_text, ref_text = read_lines(src, key="--src"), read_lines(ref, key="--ref")
+    if len(src_text) != len(ref_text):
+        raise DataError(
+            f"{src} has {len(src_text)} lines but {ref} has {len(ref_text)}; "
+            "they must be aligned line by line"
+        )
+    if not src_text:
+        raise DataError(f"{src}: no sentences to score (the file is empty)")
+    report = LoadReport(
+        split="files", origin=f"{src}, {ref}", read=len(src_text), kept=len(src_text)
+    )
+    return encode_split("files", src_text, ref_text, report, decoding.trained.tokenizer)
+
+
+def translate_batches(
+    request: DecodeRequest, batches: Iterable[Sequence[str]]
+) -> Iterator[list[str]]:
+    """The translations of each batch of lines, one per line, batch by batch as the batches
+    come; an empty line stays empty. The run is opened now, before the first batch is taken."""
+    decoding = open_decoding(request)
+    return _numbered(batches, decoding.translate)
+
+
+def translate_batches_nbest(
+    request: DecodeRequest, batches: Iterable[Sequence[str]], n_best: int
+) -> Iterator[list[list[tuple[str, float]]]]:
+    """The `n_best` (translation, score) pairs of each line, best first, batch by batch; the
+    beam is the requested one, else the config's but at least `n_best`. With reranking, the
+    whole beam is reranked and the scores are the combined ones."""
+    beam_size = request.beam_size
+    if beam_size is not None and beam_size < n_best:
+        raise UsageError(f"--n-best {n_best} needs --beam-size {n_best} or more, not {beam_size}")
+    decoding = open_decoding(request, min_beam=n_best)
+    return _numbered(
+        batches, lambda lines, *, first_line: decoding.nbest(lines, n_best, first_line=first_line)
+    )
+
+
+def _numbered(batches: Iterable[Sequence[str]], translate) -> Iterator[list]:
+    """`translate(lines, first_line=N)` of each batch, N counting the lines from 1."""
+    first = 1
+    for lines in batches:
+        yield translate(lines, first_line=first)
+        first += len(lines)

@@ -1,0 +1,149 @@
+"""The lines `tfm translate` reads: its arguments, a file, or stdin as the lines arrive.
+
+Stdin is read as a stream, in batches: a batch holds every complete line that is available
+without waiting (at most `BATCH_LINES`), so a program that writes one line and waits for its
+translation gets it at once, while a file or a fast producer fills whole batches, which decode
+as fast as one big batch would. Lines end at b"\\n" only, a "\\r" before it and a byte order
+mark at the start are dropped (as `--file` reads them); invalid UTF-8 is an error naming the
+line, raised after the lines before it have been handed on.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import BinaryIO, TextIO
+
+from tfm.data.formats import BOM, read_lines
+from tfm.errors import DataError, UsageError
+
+BATCH_LINES = 1000  # lines decoded together at most, when more are waiting
+CHUNK_BYTES = 1 << 16
+
+
+def translation_input(
+    sentences: Sequence[str], file: Path | None, stdin: TextIO | BinaryIO
+) -> Iterator[list[str]]:
+    """Batches of lines to translate: the sentences given as arguments, else the lines of
+    `file`, else stdin's lines as they arrive. Arguments and the file are checked and read
+    now; stdin as the batches are taken."""
+    if sentences and file is not None:
+        raise UsageError("give sentences or --file, not both")
+    if sentences:
+        return iter([check_arguments(sentences)])
+    if file is not None:
+        lines = read_lines(file, key="--file")
+        return iter([lines] if lines else [])
+    if stdin.isatty():
+        raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
+    return stream_batches(getattr(stdin, "buffer", stdin))
+
+
+def check_arguments(arguments: Sequence[str]) -> list[str]:
+    """The arguments as given, or a UsageError naming the first (from 1) that is not valid
+    UTF-8 (Python keeps such bytes of the command line as lone surrogates)."""
+    for number, argument in enumerate(arguments, start=1):
+        try:
+            raw = argument.encode("utf-8", errors="surrogateescape")
+            raw.decode("utf-8")
+        except UnicodeEncodeError:  # a surrogate that no byte of argv gives
+            raise UsageError(f"argument {number}: not valid UTF-8") from None
+        except UnicodeDecodeError as exc:
+            bad = raw[exc.start : exc.start + 4]
+            raise UsageError(
+                f"argument {number}: not valid UTF-8 (byte {exc.start + 1}: {bad!r})"
+            ) from None
+    return list(arguments)
+
+
+def stream_batches(
+    stream: BinaryIO, *, name: str = "stdin", max_lines: int = BATCH_LINES
+) -> Iterator[list[str]]:
+    """The lines of a binary stream, in batches of those available without waiting (at least
+    one line, at most `max_lines`), until the stream ends."""
+    lines = _LineStream(stream, name)
+    while batch := lines.next_batch(max_lines):
+        yield batch
+
+
+class _LineStream:
+    """Bytes read from a stream as they come, handed out as decoded lines."""
+
+    def __init__(self, stream: BinaryIO, name: str) -> None:
+        self.name = name
+        self.read, self.ready = _readers(stream)
+        self.buffer = bytearray()
+        self.newlines = 0  # b"\n" in the buffer
+        self.eof = False
+        self.lines_out = 0  # lines handed out so far: the next line's number is this + 1
+        self.error: DataError | None = None  # raised once the lines before it are handed out
+
+    def next_batch(self, max_lines: int) -> list[str]:
+        """At least one line unless the stream has ended; more if they are already there."""
+        if self.error is not None:
+            raise self.error
+        while not self.eof and self.newlines == 0:
+            self._fill()  # blocks until something arrives
+        while not self.eof and self.newlines < max_lines and self.ready():
+            self._fill()
+        raw = self._take(max_lines)
+        lines = []
+        for line in raw:
+            try:
+                lines.append(self._decode(line))
+            except DataError as exc:
+                if not lines:
+                    raise
+                self.error = exc
+                break
+        return lines
+
+    def _fill(self) -> None:
+        data = self.read()
+        if not data:
+            self.eof = True
+        self.buffer += data
+        self.newlines += data.count(b"\n")
+
+    def _take(self, max_lines: int) -> list[bytes]:
+        lines, start = [], 0
+        for _ in range(min(self.newlines, max_lines)):
+            end = self.buffer.index(b"\n", start)
+            lines.append(bytes(self.buffer[start:end]))
+            start = end + 1
+        del self.buffer[:start]
+        self.newlines -= len(lines)
+        if self.eof and not self.newlines and self.buffer and len(lines) < max_lines:
+            lines.append(bytes(self.buffer))  # the last line, without a newline
+            self.buffer.clear()
+        return lines
+
+    def _decode(self, line: bytes) -> str:
+        number = self.lines_out + 1
+        if number == 1 and line.startswith(BOM):
+            line = line[len(BOM) :]
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad = line[exc.start : exc.start + 4]
+            raise DataError(
+                f"{self.name}:{number}: not valid UTF-8 (byte {exc.start + 1} of the line: "
+                f"{bad!r}); expected UTF-8 text"
+            ) from None
+        self.lines_out = number
+        return text[:-1] if text.endswith("\r") else text
+
+
+def _readers(stream: BinaryIO) -> tuple[Callable[[], bytes], Callable[[], bool]]:
+    """(read what is there, up to a chunk; whether reading now would not wait). A stream with
+    a file descriptor is read with os.read and polled with select; another (an in-memory one)
+    always has its data ready."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        read = getattr(stream, "read1", stream.read)
+        return (lambda: read(CHUNK_BYTES)), (lambda: True)
+    return (lambda: os.read(fd, CHUNK_BYTES)), (lambda: bool(select.select([fd], [], [], 0)[0]))

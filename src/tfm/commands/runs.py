@@ -1,0 +1,24 @@
+"""`tfm data check` and `tfm average`: a corpus looked over before training, and a run's
+checkpoints averaged into a new run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfm.config import load_config
+from tfm.data.check import check_data
+from tfm.rundir.averaging import average_checkpoints
+from tfm.rundir.paths import find_run
+
+
+def check_corpus(config: Path) -> dict:
+    """The report of `tfm.data.check.check_data` on the corpus the YAML file `config` names."""
+    return check_data(load_config(config))
+
+
+def average_run(
+    run: str | Path | None, out: Path, *, last: int | None = None, best: int | None = None
+) -> Path:
+    """The `last` newest or `best` best checkpoints of the run (default: the last one trained
+    here) averaged (§6.1) into the new run directory `out`, which is returned."""
+    return average_checkpoints(find_run(run), out, last=last, best=best)

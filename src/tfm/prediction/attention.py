@@ -1,0 +1,108 @@
+"""The attention weights of one translated sentence, ready to draw.
+
+The sentence is translated greedily (cached, fast path); then the model runs once more over the
+source and the tokens it produced with `Transformer.attention_maps`, the explicit
+softmax(Q K^T / sqrt(d_k)) path, which returns the very weights the fast path multiplies the
+values with (tests/prediction/test_attention_weights.py checks that against the fused kernel's
+output).
+
+Rows and columns, for each kind:
+- encoder: source token attends to source token; both axes are the source pieces (with </s>).
+- decoder: masked self-attention over the decoder's input (<s> and the tokens produced); query j
+  sees keys 0..j only, so everything above the diagonal is exactly 0 (§3.2.3).
+- cross:   row j is the query that produced output token j (the last one is </s> when the model
+  stopped by itself); columns are the source pieces.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
+from tfm.errors import UsageError
+from tfm.transformer import Transformer, greedy_decode
+from tfm.transformer.decoding import output_limits
+
+log = logging.getLogger(__name__)
+
+KINDS = ("cross", "encoder", "decoder")
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    """One kind of attention for one sentence: weights (L, H, Tq, Tk), one row per query token,
+    one column per key token; each row sums to 1. `src_ids` and `tgt_ids` are the model's
+    inputs the weights were computed from (source with </s>, decoder input with <s>)."""
+
+    kind: str
+    weights: Tensor  # (L, H, Tq, Tk)
+    query_tokens: list[str]
+    key_tokens: list[str]
+    source: str
+    translation: str
+    src_ids: list[int]
+    tgt_ids: list[int]
+
+    @property
+    def n_layers(self) -> int:
+        return self.weights.size(0)
+
+    @property
+    def n_heads(self) -> int:
+        return self.weights.size(1)
+
+
+def check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise UsageError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
+    return kind
+
+
+def sentence_attention(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sentence: str,
+    *,
+    kind: str = "cross",
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+) -> AttentionView:
+    """Translate `sentence` and return the `kind` attention weights of every layer and head."""
+    check_kind(kind)
+    if not sentence.strip():
+        raise UsageError("the sentence is empty; give the text to translate")
+    model.eval()
+    device = next(model.parameters()).device
+    pieces = tokenizer.encode_src([sentence.strip()])[0]
+    if len(pieces) >= model.max_len:
+        log.warning("the sentence has %d tokens; cut to the model's %d", len(pieces), model.max_len)
+    src = pieces[: model.max_len - 1] + [EOS_ID]
+    src_ids = torch.tensor([src], device=device)  # (1, S)
+    result = greedy_decode(
+        model, src_ids, bos_id=BOS_ID, eos_id=EOS_ID, max_len_a=max_len_a, max_len_b=max_len_b
+    )
+    tokens = result.tokens[0]
+    limit = int(output_limits(model, src_ids, max_len_a, max_len_b)[0])
+    if len(tokens) < limit:  # the model stopped with </s>: the last query produced it
+        decoder_input, produced = [BOS_ID, *tokens], [*tokens, EOS_ID]
+    else:  # cut at the length limit: the query after the last token never ran
+        decoder_input, produced = [BOS_ID, *tokens[:-1]], tokens
+    tgt_ids = torch.tensor([decoder_input], device=device)  # (1, T)
+    maps = model.attention_maps(src_ids, tgt_ids)
+    weights = torch.cat(maps[kind], dim=0).float().cpu()  # (L, H, Tq, Tk)
+    source_tokens = tokenizer.src_pieces(src)
+    axes = {
+        "encoder": (source_tokens, source_tokens),
+        "decoder": (tokenizer.tgt_pieces(decoder_input), tokenizer.tgt_pieces(decoder_input)),
+        "cross": (tokenizer.tgt_pieces(produced), source_tokens),
+    }
+    query_tokens, key_tokens = axes[kind]
+    translation = tokenizer.decode_tgt([tokens])[0]
+    log.info("%s -> %s", sentence.strip(), translation)
+    return AttentionView(
+        kind, weights, query_tokens, key_tokens, sentence.strip(), translation, src, decoder_input
+    )

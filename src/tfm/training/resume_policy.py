@@ -1,0 +1,142 @@
+"""Which changes a resumed run may make, as a function of plain values: the checkpoint's stored
+config, progress and fingerprints against the new run's. Nothing here reads files or builds models.
+
+- Refused: any change of the data, tokenizer or model sections (where the splits and the data
+  cache are excepted), of `train.seed` or `train.max_tokens` (the batches), of the tokenizer file
+  or of the training data's content, and a `train.bidirectional_epochs` that would change the
+  kind of an epoch the run has begun.
+- Allowed and noted: budgets and every other train key; a moved training split with the same
+  content; another validation or test split; a setting tfm no longer has (the run goes on without
+  it); another number of processes or `train.accumulate` (the next steps' batches change).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from tfm.config import SPLITS, Config, removed_settings, without_removed_keys
+
+# Keys that may differ between a run and its resumption; anything else in these sections may not.
+# train.accumulate may change (the data position counts batches); `_batching_notes` says so.
+# train.bidirectional_epochs decides what an epoch's batches are too, but may change for the epochs
+# not yet begun; `_rewrites_begun_epochs` checks it.
+FIXED_TRAIN_KEYS = ("seed", "max_tokens")
+_SPLIT_CHANGE = {
+    "train": ": resuming, as its content is the same",
+    "validation": ": validation scores from here on are on the new split",
+    "test": "",
+}
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a checkpoint says about the run that wrote it, or what a new run is: its config (as
+    `Config.model_dump(mode="json")`), the fingerprints of its tokenizer and training data, and
+    the number of processes training together."""
+
+    config: dict
+    tokenizer_fingerprint: str
+    data_fingerprint: str
+    world_size: int = 1
+
+
+@dataclass(frozen=True)
+class ResumeVerdict:
+    """`refusal`: the one-line reason the run may not resume, or None; `notes`: (logging level,
+    message) pairs to log when it does."""
+
+    refusal: str | None = None
+    notes: list[tuple[int, str]] = field(default_factory=list)
+
+
+def judge_resume(
+    stored: RunIdentity, new: RunIdentity, *, progress: dict, checkpoint: str
+) -> ResumeVerdict:
+    """Whether the run `stored` describes (at `progress`, a `Progress.to_dict()`, saved in the file
+    `checkpoint`) may go on as `new`."""
+    old, current = as_current_schema(stored.config), new.config
+    differing = [
+        f"{section}.{key}"
+        for section in ("data", "tokenizer", "model", "train")
+        for key in sorted(set(old[section]) | set(current[section]))
+        if (section != "train" or key in FIXED_TRAIN_KEYS)
+        and (section != "data" or key not in (*SPLITS, "cache_dir"))
+        and old[section].get(key) != current[section].get(key)
+    ]
+    allowed = "budgets (max_steps, max_epochs, max_minutes, …)"
+    if _rewrites_begun_epochs(old, current, progress):
+        differing.append("train.bidirectional_epochs")
+        allowed += (
+            f", train.bidirectional_epochs to no fewer than the {begun(progress)} epoch(s) begun"
+        )
+    if stored.tokenizer_fingerprint != new.tokenizer_fingerprint:
+        differing.append("tokenizer.json")
+    if stored.data_fingerprint != new.data_fingerprint:
+        differing.append("training data")
+    if differing:
+        return ResumeVerdict(
+            refusal=f"cannot resume from {checkpoint}: {', '.join(differing)} differ from the "
+            f"run's; change only {allowed} or start a new run"
+        )
+    notes = [
+        (logging.WARNING, f"the run trained with {key}={value}, which tfm no longer has: it goes "
+                          "on without it")
+        for key, value in removed_settings(stored.config).items()
+        if value  # the option was on
+    ]  # fmt: skip
+    for split in SPLITS:
+        was, now = old["data"].get(split), current["data"].get(split)
+        if was != now:
+            notes.append((logging.WARNING, f"data.{split} differs from the run's ({was}, now "
+                                           f"{now}){_SPLIT_CHANGE[split]}"))  # fmt: skip
+    return ResumeVerdict(notes=notes + _batching_notes(stored, new, progress))
+
+
+def _batching_notes(stored: RunIdentity, new: RunIdentity, progress: dict) -> list[tuple[int, str]]:
+    """How a different number of processes or train.accumulate changes the next steps."""
+    notes = []
+    old_world, world = stored.world_size, new.world_size
+    old_accumulate = stored.config["train"].get("accumulate", 1)
+    accumulate = new.config["train"]["accumulate"]
+    if old_world != world:
+        notes.append((logging.INFO, (
+            f"the checkpoint was written by {old_world} process(es), this run has {world}: "
+            f"training goes on at batch {progress['position']} of epoch {progress['epoch']}'s "
+            f"global batch list, now cut into {world} shares a step"
+        )))  # fmt: skip
+    old, current = old_world * old_accumulate, world * accumulate
+    if old != current:
+        keep = f"; train.accumulate={old // world} keeps it" if old % world == 0 else ""
+        notes.append((logging.WARNING, (
+            f"each optimizer step now takes {world} process(es) × {accumulate} accumulated = "
+            f"{current} batches instead of {old}: the effective batch changes{keep}"
+        )))  # fmt: skip
+    return notes
+
+
+def _rewrites_begun_epochs(old: dict, new: dict, progress: dict) -> bool:
+    """Whether a new `train.bidirectional_epochs` would change an epoch the run has begun: the
+    count may move (say, to end both-ways training early and go on one way) only where every
+    begun epoch keeps its kind, i.e. both counts cover all of them."""
+    # .get: a config stored by a version without the key (and kept as stored) trained one way
+    counts = old["train"].get("bidirectional_epochs", 0), new["train"]["bidirectional_epochs"]
+    return counts[0] != counts[1] and min(counts) < begun(progress)
+
+
+def begun(progress: dict) -> int:
+    """How many epochs a run at `progress` has begun (the one in progress included)."""
+    return progress["epoch"] + (progress["position"] > 0)
+
+
+def as_current_schema(stored: dict) -> dict:
+    """A checkpoint's config as this version reads it: a key added since the checkpoint was written
+    takes its default, which is what that version did (e.g. `model.activation_dropout` 0.0), and
+    a key removed since is dropped."""
+    stored = without_removed_keys(stored)
+    try:
+        return Config.model_validate(stored).model_dump(mode="json")
+    except ValidationError:  # a key this version no longer has: compare as stored
+        return stored

@@ -1,0 +1,66 @@
+"""Validation during training: scores on the validation split, the metrics line, sample
+translations and degeneration warnings in the log, best.pt and early stopping, then a checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tfm.diagnostics import degenerate_warnings
+from tfm.prediction.evaluate import evaluate_split
+from tfm.prediction.settings import DecodeSettings
+from tfm.rundir.metrics import read_metrics
+from tfm.rundir.store import finite_score
+from tfm.training.session import Session
+
+log = logging.getLogger(__name__)
+
+
+def validate_and_checkpoint(session: Session) -> bool:
+    """Validate, log, keep best.pt and a checkpoint; True when early stopping says stop."""
+    t, p = session.config.train, session.progress
+    settings = DecodeSettings.from_config(session.config.decoding, session.device, session.dtype)
+    split = session.validation_split
+    scores, hypotheses = evaluate_split(session.model, session.tokenizer, split, settings)
+    session.validated_step = p.step
+    event = {
+        "step": p.step,
+        "val_loss": scores["loss"],
+        "val_ppl": scores["perplexity"],
+        "val_bleu": scores["bleu"],
+        "val_bleu_lowercase": scores["bleu_lowercase"],
+        "val_chrf": scores["chrf"],
+        "val_length_ratio": scores["length_ratio"],  # hypothesis / reference tokens
+    }
+    session.write_metrics(event)
+    log.info(
+        "step %d validation: loss %.3f, ppl %.2f, BLEU %.2f, chrF %.2f, length ratio %s",
+        p.step, event["val_loss"], event["val_ppl"], event["val_bleu"], event["val_chrf"],
+        event["val_length_ratio"],
+    )  # fmt: skip
+    for i in range(min(t.validation_samples, len(hypotheses))):
+        log.info("  src: %s\n  ref: %s\n  hyp: %s", split.src_text[i], split.tgt_text[i],
+                 hypotheses[i])  # fmt: skip
+    warn_degenerate(session, hypotheses)
+    metric = t.early_stopping_metric
+    score = finite_score(-scores["loss"] if metric == "loss" else scores[metric])
+    if score is not None and (p.best_score is None or score > p.best_score):
+        p.best_score, p.best_step, p.validations_without_gain = score, p.step, 0
+        session.save_model(session.paths.best)
+    else:
+        p.validations_without_gain += 1
+    session.save_checkpoint(score)
+    return t.patience is not None and p.validations_without_gain >= t.patience
+
+
+def warn_degenerate(session: Session, hypotheses: list[str]) -> None:
+    """Log each sign of degeneration: in full the first time a kind shows up in this process,
+    then one short line pointing back to that step."""
+    step = session.progress.step
+    for finding in degenerate_warnings(hypotheses, read_metrics(session.paths.metrics)):
+        if finding.kind in session.warned_at:  # the advice was given once; say it persists
+            log.warning("step %d: still %s (advice at step %d)", step, finding.seen,
+                        session.warned_at[finding.kind])  # fmt: skip
+        else:
+            log.warning("step %d: %s", step, finding)
+            session.warned_at[finding.kind] = step

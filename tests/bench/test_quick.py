@@ -1,0 +1,143 @@
+"""Every benchmark script's --quick run (a tiny model on the toy corpus, seconds), in this process:
+each must finish through tfm's public functions and print its report with plausible values.
+Reports are ratios and shares measured in the run, so nothing here times anything itself."""
+
+import importlib
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tfm.cli import app
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def script(monkeypatch, tmp_path):
+    """Import a bench script by name (bench/ on the path), in a scratch working directory, with
+    torch's thread count put back afterwards (the decoding scripts set it)."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+    yield importlib.import_module
+    torch.set_num_threads(threads)
+
+
+def numbers(pattern: str, text: str) -> list[float]:
+    """The groups of `pattern`'s first match in `text`, as numbers (fails when it is missing)."""
+    found = re.search(pattern, text)
+    assert found, f"no line matches {pattern!r} in:\n{text}"
+    return [float(group) for group in found.groups()]
+
+
+def test_train_speed(script, capsys):
+    script("train_speed").main(["--quick"])
+    out = capsys.readouterr().out
+    share, batches = numbers(r"\(b\) real tokens in training batches: ([\d.]+)% over (\d+)", out)
+    assert 50 < share <= 100 and batches >= 5
+    (steps,) = numbers(r"\(a, c\) 2 epochs over 300 training pairs, (\d+) steps an epoch", out)
+    assert steps == batches  # the same toy split at the same budget
+    assert len(re.findall(r"epoch \d end: RSS \d+ MiB, peak \d+ MiB", out)) == 2
+    (outside,) = numbers(r"outside forward/loss/backward/clip/optimizer: median ([\d.]+)%", out)
+    assert 0 <= outside < 100
+    (speed,) = numbers(r"bf16 / fp32 speed: ([\d.]+)x", out)
+    assert speed > 0
+    fp32, bf16 = numbers(r"validation loss after 6 steps .*: fp32 ([\d.]+), bf16 ([\d.]+)", out)
+    assert 0 < fp32 < 10 and abs(bf16 - fp32) < 0.05 * fp32
+    assert "profile of one step (self CPU time)" in out and "aten::" in out
+
+
+def test_decode_speed(script, capsys):
+    script("decode_speed").main(["--quick"])
+    out = capsys.readouterr().out
+    sentences, mean = numbers(r"greedy: (\d+) sentences, mean output ([\d.]+) tokens", out)
+    assert sentences == 24 and 1 <= mean <= 1.5 * 40 + 10
+    assert "ids identical" in out
+    (cached,) = numbers(r"cached / uncached: ([\d.]+)x \(", out)
+    (beam,) = numbers(r"beam time / greedy time: ([\d.]+)x \(", out)
+    assert cached > 0 and beam > 0
+
+
+def test_model_speed(script, capsys):
+    script("model_speed").main(["--quick"])
+    out = capsys.readouterr().out
+    (training,) = numbers(r"ratio ours/nn: median ([\d.]+)x over 2 paired runs", out)
+    (decoding,) = numbers(r"ratio cached/uncached: median ([\d.]+)x over 2 paired runs", out)
+    assert training > 0 and decoding > 0
+    assert "(identical ids)" in out
+
+
+def test_multi30k(script, capsys, monkeypatch, tmp_path):
+    """The whole script on a tiny toy run; its `tfm` commands run in this process."""
+    bench = script("multi30k")
+
+    def tfm_here(*args: str) -> str:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, result.output
+        return result.stdout.strip()
+
+    monkeypatch.setattr(bench, "tfm", tfm_here)
+    bench.main(["--quick", "--runs", str(tmp_path / "runs")])
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].startswith("| direction | decoding | BLEU (cased, sacreBLEU) |")
+    assert [row.split(" | ")[:2] for row in rows[2:]] == [
+        ["| en→de", "greedy"],
+        ["| en→de", "beam 3"],
+    ]
+    for row in rows[2:]:
+        cells = row.strip("| ").split(" | ")
+        bleu, lowercase, chrf, minutes = (float(cells[i].split()[0]) for i in (2, 3, 4, 5))
+        assert 0 <= bleu <= 100 and 0 <= lowercase <= 100 and 0 < chrf <= 100
+        assert "nrefs:1" in cells[2] and 0 <= minutes < 5 and re.fullmatch(r"[\d.]+M", cells[7])
+
+
+def test_multi30k_names_the_missing_copy_and_how_to_give_it(script, monkeypatch, tmp_path):
+    bench = script("multi30k")
+    monkeypatch.setenv("TFM_MULTI30K", str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit, match=r"Multi30k not found at .*nowhere; give --data DIR"):
+        bench.main(["--runs", str(tmp_path)])
+    elsewhere = tmp_path / "elsewhere"
+    with pytest.raises(SystemExit, match=r"Multi30k not found at .*elsewhere;"):
+        bench.main(["--data", str(elsewhere), "--runs", str(tmp_path)])  # --data wins
+
+
+def test_rerank_sweep(script, capsys):
+    script("rerank_sweep").main(["--quick"])
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if re.match(r"\| \d ", line)]
+    assert [row.split(" | ")[0] for row in rows] == ["| 0", "| 1", "| 2"]
+    for row in rows:
+        cells = [float(cell) for cell in row.strip("| ").split(" | ")]
+        assert all(0 <= bleu <= 100 for bleu in cells[1:3] + cells[4:6])
+        assert 0 < cells[3] < 5 and 0 < cells[6] < 5  # length ratios
+    weight, chrf = numbers(
+        r"chosen on validation \(bleu_lowercase\): W (\d); .*chrF ([\d.]+)", out[-1]
+    )
+    assert weight in (0, 1, 2) and 0 < chrf <= 100
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_precision(script, capsys):
+    script("cuda_precision").main(["--quick"])
+    out = capsys.readouterr().out
+    for shapes in ("first-seen", "repeated"):
+        assert f"{shapes} shapes, 4 steps" in out
+    speeds = [float(x) for x in re.findall(r"speed against fp32 ([\d.]+)x", out)]
+    assert len(speeds) == 6 and all(s > 0 and math.isfinite(s) for s in speeds)
+    assert "bf16 attention kernels, cuDNN off:" in out
+
+
+def test_no_benchmark_or_doc_names_a_machine_path():
+    root = BENCH.parent
+    files = [*BENCH.glob("*.py"), *BENCH.glob("*.md"), *root.glob("docs/*.md"), root / "README.md"]
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if re.search(r"(?<![\w.])/(work|root|home)/", line)
+    ]
+    assert found == []
