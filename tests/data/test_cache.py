@@ -2,6 +2,7 @@
 the same ids, texts, batches and losses as the in-memory pipeline, a seeded BPE sample, a clear
 error when the disk is too small, and processes that wait for the one preparing."""
 
+import dataclasses
 import random
 import threading
 
@@ -14,11 +15,14 @@ from tfm.data import cache, store
 from tfm.data.batching import TokenBatchSampler, collate
 from tfm.data.cache import prepared_entry, training_splits
 from tfm.data.cache_key import cache_key
+from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
 from tfm.data.tokenizer import UNK_ID
-from tfm.errors import DataError
+from tfm.errors import DataError, UsageError
 from tfm.loss import projected_loss_sum
+from tfm.training import train
+from tfm.training.session import Session
 from tfm.transformer import ModelArgs, build_model
 
 WORDS = "der die das Hund Katze Haus sieht läuft schnell groß klein rot blau und nicht".split()
@@ -226,3 +230,25 @@ def test_bad_input_is_named_by_file_and_line_and_leaves_no_entry(tmp_path):
     assert [p.name for p in (tmp_path / "runs" / ".tfm-cache").iterdir()] == [
         f"{cache_key(config).key}.lock"
     ]
+
+
+def test_a_checkpoint_fingerprinted_before_the_cache_still_resumes(
+    tmp_path, tiny_config, monkeypatch
+):
+    def legacy(self):  # what a checkpoint written before the data cache stored
+        return dataclasses.replace(identity(self), data_fingerprint=self.epochs.fingerprint())
+
+    identity = Session.identity
+    monkeypatch.setattr(Session, "identity", legacy)
+    first = train(tiny_config(tmp_path / "run", max_steps=2, validate_every=2), progress_bar=False)
+    monkeypatch.undo()
+    monkeypatch.setattr(EpochPlan, "fingerprint", lambda self: "other data")
+    with pytest.raises(UsageError, match="training data differ"):
+        train(tiny_config(tmp_path / "run", max_steps=3), resume=True, progress_bar=False)
+    monkeypatch.undo()
+    resumed = train(
+        tiny_config(tmp_path / "run", max_steps=3, validate_every=2),
+        resume=True,
+        progress_bar=False,
+    )
+    assert (first.steps, resumed.steps) == (2, 3)
