@@ -106,8 +106,8 @@ class TokenBatchSampler:
 
     def __init__(
         self,
-        src_lengths: Sequence[int],
-        tgt_lengths: Sequence[int],
+        src_lengths: Sequence[int] | np.ndarray,
+        tgt_lengths: Sequence[int] | np.ndarray,
         *,
         max_tokens: int,
         seed: int,

@@ -41,18 +41,19 @@ def check_data(config: Config) -> dict:
     """The report (JSON-ready) for the config's data and tokenizer sections."""
     entry = prepared_entry(config)
     tokenizer = entry.tokenizer()
-    reports, texts, scans, tokens = {"train": entry.report()}, {}, {}, {}
-    texts["train"] = (entry.texts("src"), entry.texts("tgt"))
+    reports = {"train": entry.report()}
     src_ids, tgt_ids = entry.ids("src"), entry.ids("tgt")
-    tokens["train"] = _tokens(src_ids.lengths - 1, tgt_ids.lengths - 2,
-                              [src_ids.values, tgt_ids.values])  # fmt: skip
+    texts: dict[str, tuple[Sequence[str], Sequence[str]]] = {
+        "train": (entry.texts("src"), entry.texts("tgt"))
+    }
+    tokens = {"train": _tokens(src_ids.lengths - 1, tgt_ids.lengths - 2,
+                               [src_ids.values, tgt_ids.values])}  # fmt: skip
     for name in SPLITS[1:]:
         src, tgt, reports[name] = load_texts(config.data, name)
         log.info(reports[name].summary())
         texts[name] = (src, tgt)
         tokens[name] = _encoded(src, tgt, tokenizer)
-    for name, (src, tgt) in texts.items():
-        scans[name] = _scan(src, tgt)
+    scans = {name: _scan(src, tgt) for name, (src, tgt) in texts.items()}
     splits = {}
     for name in texts:
         stats = {"read": reports[name].read, "pairs": len(texts[name][0]),

@@ -4,7 +4,7 @@
 smallest unsigned type that holds the vocabulary, see `id_dtype`) and an offsets array: row i is
 `values[offsets[i]:offsets[i + 1]]`. Both are usually memory-mapped files of the data cache
 (`tfm.data.cache`), so a corpus costs memory only for the pages a batch touches. `RaggedText`
-does the same for sentences, as UTF-8 bytes. An optional `index` selects and orders rows (the
+does the same for sentences, as UTF-8 bytes. An optional `selection` picks and orders rows (the
 pairs kept after length filtering) without copying.
 
 They stand in for `list[list[int]]` and `list[str]`: `len(x)`, `x[i]` (a new list of ints, or a
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Self, overload
 
 import numpy as np
 
@@ -78,38 +78,38 @@ class _Rows(Sequence):
 
 
 class _Flat(_Rows):
-    """Rows `values[offsets[j]:offsets[j + 1]]` for j in `index` (all rows when None)."""
+    """Rows `values[offsets[j]:offsets[j + 1]]` for j in `selection` (all rows when None)."""
 
     def __init__(
-        self, *, values: np.ndarray, offsets: np.ndarray, index: np.ndarray | None = None
+        self, *, values: np.ndarray, offsets: np.ndarray, selection: np.ndarray | None = None
     ) -> None:
         if offsets.ndim != 1 or len(offsets) < 1 or int(offsets[-1]) != len(values):
             raise ValueError(
                 f"offsets must end at the number of values ({len(values)}), got "
                 f"{int(offsets[-1]) if len(offsets) else 'no offsets'}"
             )
-        self.values, self.offsets, self.index = values, offsets, index
+        self.values, self.offsets, self.selection = values, offsets, selection
         self._lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1 if self.index is None else len(self.index)
+        return len(self.offsets) - 1 if self.selection is None else len(self.selection)
 
     @property
     def lengths(self) -> np.ndarray:
         """Every row's length, in row order (int64, computed once)."""
         if self._lengths is None:
             lengths = np.diff(self.offsets)
-            self._lengths = lengths if self.index is None else lengths[self.index]
+            self._lengths = lengths if self.selection is None else lengths[self.selection]
         return self._lengths
 
-    def subset(self, index: np.ndarray) -> _Flat:
+    def subset(self, index: np.ndarray) -> Self:
         """The rows `index` (of this sequence), sharing the arrays."""
         index = np.asarray(index, dtype=np.int64)
-        base = index if self.index is None else self.index[index]
-        return type(self)(values=self.values, offsets=self.offsets, index=base)
+        base = index if self.selection is None else self.selection[index]
+        return type(self)(values=self.values, offsets=self.offsets, selection=base)
 
     def _span(self, i: int) -> tuple[int, int]:
-        j = i if self.index is None else int(self.index[i])
+        j = i if self.selection is None else int(self.selection[i])
         return int(self.offsets[j]), int(self.offsets[j + 1])
 
 
@@ -121,7 +121,7 @@ class RaggedIds(_Flat):
         return self.values[a:b].tolist()
 
     def __iter__(self) -> Iterator[list[int]]:
-        if self.index is not None:
+        if self.selection is not None:
             yield from map(self.row, range(len(self)))
             return
         for start in range(0, len(self), _BLOCK):  # one read per block of rows
@@ -153,7 +153,7 @@ class RaggedText(_Flat):
         return self.values[a:b].tobytes().decode("utf-8")
 
     def __iter__(self) -> Iterator[str]:
-        if self.index is not None:
+        if self.selection is not None:
             yield from map(self.row, range(len(self)))
             return
         for start in range(0, len(self), _BLOCK):

@@ -15,6 +15,7 @@ that says how much space the entry needs; the space is checked before anything i
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
 import shutil
@@ -182,18 +183,20 @@ def _learn(
 ) -> Tokenizer:
     """Step 2: BPE on every pair, or on a seeded sample of `settings.train_sample` pairs."""
     n, sample = len(texts["src"]), settings.train_sample
-    learn = {
-        "vocab_size": settings.vocab_size,
-        "min_frequency": settings.min_frequency,
-        "progress": progress and sys.stderr.isatty(),  # the trainer's bars, on a terminal only
-    }
+    learn = functools.partial(
+        train_tokenizer,
+        vocab_size=settings.vocab_size,
+        min_frequency=settings.min_frequency,
+        joint=settings.joint,
+        progress=progress and sys.stderr.isatty(),  # the trainer's bars, on a terminal only
+    )
     if sample is None or n <= sample:
-        return train_tokenizer(texts["src"], texts["tgt"], joint=settings.joint, **learn)
+        return learn(texts["src"], texts["tgt"])
     index = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, size=sample, replace=False))
     log.info("learning BPE from a sample of %s of the %s training pairs", f"{sample:,}", f"{n:,}")
     src, tgt = (list(texts[side].subset(index)) for side in SIDES)
     chars = {side: sorted(c for c in alphabets[side] if not c.isspace()) for side in SIDES}
-    return train_tokenizer(src, tgt, joint=settings.joint, alphabets=chars, **learn)
+    return learn(src, tgt, alphabets=chars)
 
 
 def _write_ids(
@@ -250,7 +253,7 @@ def _encoder(tok: HfTokenizer) -> HfTokenizer:
     (a word seen before skips its merges)."""
     text = tok.to_str()
     copy, spec = HfTokenizer.from_str(text), json.loads(text)["model"]
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in spec["merges"]]
+    merges = [_merge(m) for m in spec["merges"]]
     copy.model = models.BPE(
         vocab=spec["vocab"],
         merges=merges,
@@ -261,3 +264,9 @@ def _encoder(tok: HfTokenizer) -> HfTokenizer:
         cache_capacity=WORD_CACHE,
     )
     return copy
+
+
+def _merge(merge: str | list[str]) -> tuple[str, str]:
+    """A merge as `tokenizers` writes it ("a b", or ["a", "b"] since 0.20) as a pair."""
+    left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+    return left, right

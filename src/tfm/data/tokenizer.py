@@ -30,7 +30,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 
@@ -78,13 +78,12 @@ def _train_one(
     if not any(text.strip() for text in texts):
         raise DataError(f"cannot train a tokenizer: the {side} text is empty ({n_lines} lines)")
     tok = _untrained()
-    extra = {"initial_alphabet": list(alphabet)} if alphabet else {}
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=list(SPECIAL_TOKENS),
         show_progress=progress,
-        **extra,
+        initial_alphabet=list(alphabet),  # [] is the trainer's default
     )
     tok.train_from_iterator(texts, trainer, length=n_lines)
     if tok.get_vocab_size() > vocab_size:  # the trainer keeps every character, whatever the size
@@ -107,7 +106,7 @@ def train_tokenizer(
     vocab_size: int = 8000,
     min_frequency: int = 2,
     joint: bool = True,
-    alphabets: dict[str, Sequence[str]] | None = None,
+    alphabets: Mapping[str, Sequence[str]] | None = None,
     progress: bool = False,
 ) -> Tokenizer:
     """Train BPE on the training split; deterministic for the same texts and settings.
@@ -132,11 +131,18 @@ def train_tokenizer(
         )
         result = Tokenizer(src=shared, tgt=shared)
     else:
-        kwargs = {"vocab_size": vocab_size, "min_frequency": min_frequency, "progress": progress}
-        result = Tokenizer(
-            src=_train_one(src_texts, "source", alphabet=alphabets["src"], **kwargs),
-            tgt=_train_one(tgt_texts, "target", alphabet=alphabets["tgt"], **kwargs),
+        src, tgt = (
+            _train_one(
+                texts,
+                name,
+                vocab_size=vocab_size,
+                min_frequency=min_frequency,
+                alphabet=alphabets[side],
+                progress=progress,
+            )
+            for texts, name, side in ((src_texts, "source", "src"), (tgt_texts, "target", "tgt"))
         )
+        result = Tokenizer(src=src, tgt=tgt)
     log.info(
         "trained %s BPE: %d source / %d target tokens in %.1f s",
         "joint" if joint else "separate",
