@@ -301,3 +301,19 @@ def average(
 
 def main() -> None:
     app()
+
+
+@data_app.command("prepare")
+@_command
+def data_prepare(
+    config: ConfigOption,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a config key: section.key=value (repeatable)."),
+    ] = None,
+) -> None:
+    """Tokenize the training split into the data cache ahead of training (BPE, token ids,
+    texts); prints the cache entry's folder. Runs on the same data then start at once."""
+    from tfm.commands.prepare import prepare_corpus
+
+    typer.echo(prepare_corpus(config, overrides=overrides or []))

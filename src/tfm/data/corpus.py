@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 
 from tfm.config import SourceConfig, ToyConfig
-from tfm.data.formats import Pairs, field_names, read_jsonl, read_text, read_tsv
+from tfm.data.formats import Pairs, PairStream, field_names, jsonl_pairs, text_pairs, tsv_pairs
 from tfm.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ logger = logging.getLogger(__name__)
 _LABELS = {"empty": "empty side"}  # how a drop reason reads in `summary()`
 _FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 _STRING_TYPES = ("string", "large_string")
+_SHOWN_EMPTY = 5  # dropped pairs named in the log line
 
 
 @dataclass
@@ -66,48 +68,83 @@ def load_split(
     source: SourceConfig, *, split: str, src_lang: str, tgt_lang: str, toy: ToyConfig
 ) -> tuple[datasets.Dataset, LoadReport]:
     """Read the `split` pairs that `source` names, cleaned; see the module docstring."""
+    stream, cleaner = stream_split(
+        source, split=split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy
+    )
+    src, tgt = [], []
+    for src_text, tgt_text in stream:
+        src.append(src_text)
+        tgt.append(tgt_text)
+    report = cleaner.report()
+    return datasets.Dataset.from_dict({"src": src, "tgt": tgt}, features=_FEATURES), report
+
+
+def stream_split(
+    source: SourceConfig, *, split: str, src_lang: str, tgt_lang: str, toy: ToyConfig
+) -> tuple[Iterator[tuple[str, str]], Cleaner]:
+    """`load_split` one cleaned pair at a time; `cleaner.report()` once they are all read.
+
+    The file formats (`text`, `tsv`, `jsonl`) stream, so a corpus larger than memory goes
+    through; `hub`, `disk` and `toy` are read whole first.
+    """
     if src_lang == tgt_lang:
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
     key = f"data.{split}"
     langs = {"src_lang": src_lang, "tgt_lang": tgt_lang}
     path = source.path or ""  # the schema requires a path for the formats that read one
     if source.format == "text":
-        pairs = read_text(path, key=key, **langs)
+        stream = text_pairs(path, key=key, **langs)
     elif source.format == "tsv":
-        pairs = read_tsv(path, columns=source.columns, key=key, **langs)
+        stream = tsv_pairs(path, columns=source.columns, key=key, **langs)
     elif source.format == "jsonl":
-        pairs = read_jsonl(path, fields=source.fields, key=key, **langs)
-    elif source.format == "hub":
-        pairs = _read_hub(source, split=split, key=key, **langs)
-    elif source.format == "disk":
-        pairs = _read_disk(source, split=split, key=key, **langs)
+        stream = jsonl_pairs(path, fields=source.fields, key=key, **langs)
     else:
-        pairs = _read_toy(toy, split=split, **langs)
-    return _clean(pairs, split=split)
-
-
-def _clean(pairs: Pairs, *, split: str) -> tuple[datasets.Dataset, LoadReport]:
-    """Strip each sentence, drop pairs with an empty side, count, and build the Dataset."""
-    src, tgt, empty = [], [], []
-    for i, (src_text, tgt_text) in enumerate(zip(pairs.src, pairs.tgt, strict=True)):
-        src_text, tgt_text = src_text.strip(), tgt_text.strip()
-        if src_text and tgt_text:
-            src.append(src_text)
-            tgt.append(tgt_text)
+        if source.format == "hub":
+            pairs = _read_hub(source, split=split, key=key, **langs)
+        elif source.format == "disk":
+            pairs = _read_disk(source, split=split, key=key, **langs)
         else:
-            empty.append(i)
-    report = LoadReport(split=split, origin=pairs.origin, read=len(pairs.src), kept=len(pairs.src))
-    report.drop("empty", len(empty))
-    if empty:
-        first = ", ".join(str(i + 1 if pairs.unit == "line" else i) for i in empty[:5])
-        more = ", …" if len(empty) > 5 else ""
-        logger.info(
-            "%s: dropped %d pairs with an empty side (%ss %s%s)",
-            pairs.origin, len(empty), pairs.unit, first, more,
-        )  # fmt: skip
-    if not src:
-        raise DataError(f"{pairs.origin}: no pairs left for {split}: {report.summary()}")
-    return datasets.Dataset.from_dict({"src": src, "tgt": tgt}, features=_FEATURES), report
+            pairs = _read_toy(toy, split=split, **langs)
+        rows = zip(pairs.src, pairs.tgt, strict=True)
+        stream = PairStream(rows, pairs.origin, pairs.unit)
+    cleaner = Cleaner(split=split, origin=stream.origin, unit=stream.unit)
+    return cleaner.clean(stream.pairs), cleaner
+
+
+class Cleaner:
+    """Strips each sentence and drops pairs with an empty side as a pair, counting them."""
+
+    def __init__(self, *, split: str, origin: str, unit: str) -> None:
+        self.split, self.origin, self.unit = split, origin, unit
+        self.read = 0
+        self.empty: list[int] = []  # the first few dropped pairs' indices, for the log
+        self.n_empty = 0
+
+    def clean(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+        for src_text, tgt_text in pairs:
+            self.read += 1
+            src_text, tgt_text = src_text.strip(), tgt_text.strip()
+            if src_text and tgt_text:
+                yield src_text, tgt_text
+            else:
+                self.n_empty += 1
+                if len(self.empty) < _SHOWN_EMPTY:
+                    self.empty.append(self.read - 1)
+
+    def report(self) -> LoadReport:
+        """What was read and dropped (logged); DataError when no pair is left."""
+        report = LoadReport(split=self.split, origin=self.origin, read=self.read, kept=self.read)
+        report.drop("empty", self.n_empty)
+        if self.n_empty:
+            first = ", ".join(str(i + 1 if self.unit == "line" else i) for i in self.empty)
+            more = ", …" if self.n_empty > len(self.empty) else ""
+            logger.info(
+                "%s: dropped %d pairs with an empty side (%ss %s%s)",
+                self.origin, self.n_empty, self.unit, first, more,
+            )  # fmt: skip
+        if not report.kept:
+            raise DataError(f"{self.origin}: no pairs left for {self.split}: {report.summary()}")
+        return report
 
 
 # --- hub and disk: one path from a Dataset(Dict) to pairs ------------------------------------

@@ -1,10 +1,10 @@
 """Which changes a resumed run may make, as a function of plain values: the checkpoint's stored
 config, progress and fingerprints against the new run's. Nothing here reads files or builds models.
 
-- Refused: any change of the data, tokenizer or model sections (where the splits are read from
-  excepted), of `train.seed` or `train.max_tokens` (the batches), of the tokenizer file or of the
-  training data's content, and a `train.bidirectional_epochs` that would change the kind of an
-  epoch the run has begun.
+- Refused: any change of the data, tokenizer or model sections (where the splits and the data
+  cache are excepted), of `train.seed` or `train.max_tokens` (the batches), of the tokenizer file
+  or of the training data's content, and a `train.bidirectional_epochs` that would change the
+  kind of an epoch the run has begun.
 - Allowed and noted: budgets and every other train key; a moved training split with the same
   content; another validation or test split; a setting tfm no longer has (the run goes on without
   it); another number of processes or `train.accumulate` (the next steps' batches change).
@@ -63,7 +63,7 @@ def judge_resume(
         for section in ("data", "tokenizer", "model", "train")
         for key in sorted(set(old[section]) | set(current[section]))
         if (section != "train" or key in FIXED_TRAIN_KEYS)
-        and (section != "data" or key not in SPLITS)
+        and (section != "data" or key not in (*SPLITS, "cache_dir"))
         and old[section].get(key) != current[section].get(key)
     ]
     allowed = "budgets (max_steps, max_epochs, max_minutes, …)"
