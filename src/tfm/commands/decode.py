@@ -62,7 +62,8 @@ def evaluate_run(
     if request.ensemble:
         header["ensemble"] = [str(Path(other)) for other in request.ensemble]
     settings = decoding.settings
-    options = {"beam_size": settings.beam_size, "length_penalty": settings.length_penalty}
+    options: dict[str, object] = {"beam_size": settings.beam_size}
+    options["length_penalty"] = settings.length_penalty
     if reranker is not None:
         options["rerank_with"] = [str(Path(other)) for other in request.rerank_with]
         options["rerank_weight"] = reranker.weight

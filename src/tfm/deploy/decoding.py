@@ -36,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tfm.config import Config, load_config
 from tfm.data.tokenizer import EOS_ID, Tokenizer
@@ -66,7 +66,7 @@ class Hypothesis(NamedTuple):
 class ExportedModel:
     """An exported folder opened for translation."""
 
-    translator: object  # ctranslate2.Translator
+    translator: Any  # ctranslate2.Translator (ctranslate2 ships no types)
     tokenizer: Tokenizer
     config: Config
     info: ExportInfo
