@@ -1,33 +1,37 @@
-"""Load one split of a parallel corpus from any `SourceConfig` format into a `datasets.Dataset`.
+"""Load one split of a parallel corpus from any `SourceConfig` format into two lists of strings.
 
     texts, report = load_split(source, split="train", src_lang="de", tgt_lang="en", toy=toy)
 
-`texts` has two string columns, "src" and "tgt", in file order; `src_lang`/`tgt_lang` choose which
+`texts` has two lists of strings, "src" and "tgt", in file order; `src_lang`/`tgt_lang` choose which
 side is the source, so de→en and en→de read the same files. Every format goes the same way: read
 raw pairs (`formats.py` for files; here for hub, disk and toy), strip surrounding whitespace from
 each sentence (inner whitespace is kept), drop pairs with an empty side as a pair (alignment kept;
-counted as "empty"), and build the Dataset. Problems in the data raise `DataError` naming the file,
+counted as "empty"). Problems in the data raise `DataError` naming the file,
 the line and what was expected; decisions (drops) are counted in the `LoadReport`.
-Only `hub` touches the network.
+Only `hub` touches the network, and only `hub` and `disk` import `datasets` (with pandas and
+pyarrow, a second of start-up that the other formats do not pay).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import datasets
+from typing import TYPE_CHECKING
 
 from tfm.config import SourceConfig, ToyConfig
 from tfm.data.formats import Pairs, field_names, read_jsonl, read_text, read_tsv
+from tfm.data.screening import first_lines, screen_characters
 from tfm.errors import DataError
+
+if TYPE_CHECKING:
+    import datasets
 
 logger = logging.getLogger(__name__)
 
 _LABELS = {"empty": "empty side"}  # how a drop reason reads in `summary()`
-_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 _STRING_TYPES = ("string", "large_string")
 
 
@@ -35,7 +39,9 @@ _STRING_TYPES = ("string", "large_string")
 class LoadReport:
     """What loading one split did: `read` pairs from `origin`, `kept` of them, `dropped` by reason.
 
-    Later stages (e.g. length filtering after tokenization) add their drops with `drop()`.
+    Later stages (e.g. length filtering after tokenization) add their drops with `drop()`. With
+    the indices of the dropped pairs (`at`), the summary names the first lines (or rows) of each
+    reason; `skipped` holds the read indices of the pairs dropped when loading (empty sides).
     """
 
     split: str
@@ -43,14 +49,19 @@ class LoadReport:
     read: int
     kept: int
     dropped: dict[str, int] = field(default_factory=dict)
+    unit: str = "line"  # what `first` counts: "line" (from 1) or "row" (from 0)
+    skipped: list[int] = field(default_factory=list)
+    first: dict[str, list[int]] = field(default_factory=dict)  # reason -> first lines or rows
 
-    def drop(self, reason: str, n: int) -> None:
-        """Record that `n` of the kept pairs were dropped for `reason`."""
+    def drop(self, reason: str, n: int, *, at: Sequence[int] = ()) -> None:
+        """Record that `n` of the kept pairs, at indices `at` among them, were dropped."""
         if not 0 <= n <= self.kept:
             raise ValueError(f"cannot drop n={n} pairs for {reason!r}: {self.kept} are kept")
         if n:
             self.kept -= n
             self.dropped[reason] = self.dropped.get(reason, 0) + n
+        if at and reason not in self.first:
+            self.first[reason] = first_lines(at, self.skipped, self.unit)
 
     def summary(self) -> str:
         """One line, e.g. 'train: read 29,000 pairs from data/train.{de,en}, kept 28,998, …'."""
@@ -58,14 +69,31 @@ class LoadReport:
         total = sum(self.dropped.values())
         if not total:
             return f"{line}, dropped 0"
-        reasons = ", ".join(f"{_LABELS.get(r, r)}: {n:,}" for r, n in self.dropped.items() if n)
+        reasons = ", ".join(
+            f"{_LABELS.get(r, r)}: {n:,}{self._where(r, n)}" for r, n in self.dropped.items() if n
+        )
         return f"{line}, dropped {total:,} ({reasons})"
+
+    def _where(self, reason: str, n: int) -> str:
+        shown = self.first.get(reason, [])
+        if not shown:
+            return ""
+        more = ", …" if n > len(shown) else ""
+        unit = self.unit if len(shown) == 1 else f"{self.unit}s"
+        return f" at {unit} {', '.join(map(str, shown))}{more}"
 
 
 def load_split(
-    source: SourceConfig, *, split: str, src_lang: str, tgt_lang: str, toy: ToyConfig
-) -> tuple[datasets.Dataset, LoadReport]:
-    """Read the `split` pairs that `source` names, cleaned; see the module docstring."""
+    source: SourceConfig,
+    *,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    toy: ToyConfig,
+    control_chars: str = "warn",
+) -> tuple[dict[str, list[str]], LoadReport]:
+    """Read the `split` pairs that `source` names, cleaned; see the module docstring. Control
+    characters in them are warned about or refused, as `control_chars` says (`screening`)."""
     if src_lang == tgt_lang:
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
     key = f"data.{split}"
@@ -83,11 +111,12 @@ def load_split(
         pairs = _read_disk(source, split=split, key=key, **langs)
     else:
         pairs = _read_toy(toy, split=split, **langs)
+    screen_characters(pairs, source=source, split=split, policy=control_chars, **langs)
     return _clean(pairs, split=split)
 
 
-def _clean(pairs: Pairs, *, split: str) -> tuple[datasets.Dataset, LoadReport]:
-    """Strip each sentence, drop pairs with an empty side, count, and build the Dataset."""
+def _clean(pairs: Pairs, *, split: str) -> tuple[dict[str, list[str]], LoadReport]:
+    """Strip each sentence, drop pairs with an empty side, count them."""
     src, tgt, empty = [], [], []
     for i, (src_text, tgt_text) in enumerate(zip(pairs.src, pairs.tgt, strict=True)):
         src_text, tgt_text = src_text.strip(), tgt_text.strip()
@@ -96,24 +125,21 @@ def _clean(pairs: Pairs, *, split: str) -> tuple[datasets.Dataset, LoadReport]:
             tgt.append(tgt_text)
         else:
             empty.append(i)
-    report = LoadReport(split=split, origin=pairs.origin, read=len(pairs.src), kept=len(pairs.src))
-    report.drop("empty", len(empty))
-    if empty:
-        first = ", ".join(str(i + 1 if pairs.unit == "line" else i) for i in empty[:5])
-        more = ", …" if len(empty) > 5 else ""
-        logger.info(
-            "%s: dropped %d pairs with an empty side (%ss %s%s)",
-            pairs.origin, len(empty), pairs.unit, first, more,
-        )  # fmt: skip
+    read = len(pairs.src)
+    report = LoadReport(split=split, origin=pairs.origin, read=read, kept=read, unit=pairs.unit)
+    report.drop("empty", len(empty), at=empty)
+    report.skipped = empty
     if not src:
         raise DataError(f"{pairs.origin}: no pairs left for {split}: {report.summary()}")
-    return datasets.Dataset.from_dict({"src": src, "tgt": tgt}, features=_FEATURES), report
+    return {"src": src, "tgt": tgt}, report
 
 
 # --- hub and disk: one path from a Dataset(Dict) to pairs ------------------------------------
 
 
 def _read_hub(source: SourceConfig, *, split: str, key: str, **langs: str) -> Pairs:
+    import datasets
+
     name = source.split or split
     try:
         dataset = datasets.load_dataset(source.name, split=name)
@@ -139,6 +165,8 @@ def _read_disk(source: SourceConfig, *, split: str, key: str, **langs: str) -> P
     path = source.path or ""  # the schema requires it for format disk
     if not Path(path).is_dir():
         raise DataError(f"{source.path}: no such folder (check {key}.path)")
+    import datasets
+
     try:
         dataset = datasets.load_from_disk(path)
     except FileNotFoundError:
@@ -159,6 +187,8 @@ def _from_dataset(
     tgt_lang: str,
 ) -> Pairs:
     """Pick the split (of a DatasetDict) and the two columns named by `source.fields`."""
+    import datasets
+
     if isinstance(dataset, datasets.DatasetDict):
         name = source.split or split
         if name not in dataset:
