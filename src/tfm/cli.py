@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tqdm import tqdm
 
 from tfm import __version__
 from tfm.cli_options import (
@@ -45,9 +44,12 @@ app = typer.Typer(
 
 
 class _TqdmHandler(logging.Handler):
-    """Log lines on stderr that do not tear through a progress bar."""
+    """Log lines on stderr that do not tear through a progress bar (tqdm is imported with the
+    first line: `tfm translate` often logs none)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
         tqdm.write(self.format(record), file=sys.stderr)
 
 

@@ -23,6 +23,7 @@ from tfm.device import check_device_name
 from tfm.diagnostics import unusable_model
 from tfm.errors import TrainingError, UsageError
 from tfm.training import StopFlag, TrainResult, train
+from tfm.training.distributed import from_environment
 from tfm.training.run_directory import finished_run
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,10 @@ def train_run(
         sets.append(f"train.threads={threads}")
     cfg = load_config(config, sets)
     if not resume and not overwrite and (finished := finished_run(cfg)):
-        log.info("%s", finished)
-        return TrainOutcome(cfg.run_dir, 0)
+        first = from_environment().is_main  # under torchrun, one process says it
+        if first:
+            log.info("%s", finished)
+        return TrainOutcome(cfg.run_dir if first else None, 0)
     stop = StopFlag()
     previous = _install_stop_handlers(stop)
     try:
@@ -83,7 +86,10 @@ def train_run(
     log.info("done: %d steps (%s); best validation %s %s at step %s; peak memory %.0f MiB",
              result.steps, result.stopped_because, metric, best, result.best_step,
              result.peak_mib)  # fmt: skip
-    if result.stopped_because == "max_minutes" and (result.planned_steps or 0) > result.steps:
+    cut_short = (
+        result.stopped_because == "max_minutes" and (result.planned_steps or 0) > result.steps
+    )
+    if cut_short and result.rank == 0:  # the process that validated
         _cut_short(cfg, result, f"{resume_command} --set train.max_minutes=null")
     return TrainOutcome(str(result.run_dir) if result.rank == 0 else None, 0)
 

@@ -2,9 +2,9 @@
 config, progress and fingerprints against the new run's. Nothing here reads files or builds models.
 
 - Refused: any change of the data, tokenizer or model sections (where the splits are read from
-  and `data.control_chars` excepted), of `train.seed` or `train.max_tokens` (the batches), of the tokenizer file or of the
-  training data's content, and a `train.bidirectional_epochs` that would change the kind of an
-  epoch the run has begun.
+  and `data.control_chars` excepted), of `train.seed` or `train.max_tokens` (the batches), of
+  the tokenizer file or of the training data's content, and a `train.bidirectional_epochs` that
+  would change the kind of an epoch the run has begun.
 - Allowed and noted: budgets and every other train key; a moved training split with the same
   content; another validation or test split; a setting tfm no longer has (the run goes on without
   it); another number of processes or `train.accumulate` (the next steps' batches change).
