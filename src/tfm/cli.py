@@ -34,6 +34,7 @@ from tfm.cli_options import (
     ThreadsOption,
 )
 from tfm.errors import TfmError
+from tfm.limits import MAX_BEAM_SIZE
 
 app = typer.Typer(
     add_completion=False,
@@ -193,6 +194,7 @@ def translate(
         typer.Option(
             "--n-best",
             min=1,
+            max=MAX_BEAM_SIZE,
             help="Print the N best beam hypotheses of each sentence, best first: line number "
             "(from 1), score (length-normalised log-probability; with --rerank-with, the "
             "reranking score) and translation, separated by tabs; the beam is at least N.",

@@ -7,13 +7,20 @@ from typing import Annotated
 
 import typer
 
+from tfm.limits import MAX_BEAM_SIZE, MAX_THREADS
+
 RunOption = Annotated[
     Path | None,
     typer.Option("--run", help="Run directory; default: the run last trained from this directory."),
 ]
 BeamOption = Annotated[
     int | None,
-    typer.Option("--beam-size", min=1, help="Beam search width; 1 is greedy (default: config)."),
+    typer.Option(
+        "--beam-size",
+        min=1,
+        max=MAX_BEAM_SIZE,
+        help="Beam search width; 1 is greedy (default: config).",
+    ),
 ]
 LengthPenaltyOption = Annotated[
     float | None,
@@ -58,6 +65,7 @@ ThreadsOption = Annotated[
     typer.Option(
         "--threads",
         min=1,
+        max=MAX_THREADS,
         help="CPU threads for torch (default: OMP_NUM_THREADS, else the physical cores).",
     ),
 ]

@@ -15,16 +15,33 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tfm.errors import ConfigError
+from tfm.limits import (
+    MAX_BATCH_TOKENS,
+    MAX_BEAM_SIZE,
+    MAX_D_FF,
+    MAX_D_MODEL,
+    MAX_EPOCHS,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_MIN_FREQUENCY,
+    MAX_POSITIONS,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_THREADS,
+    MAX_VOCAB_SIZE,
+)
 
 SPLITS = ("train", "validation", "test")
+
+Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
 
 # Keys tfm no longer has, with the reason: a config that sets one is refused with it, while a
 # config a run stored (its config.yaml, its checkpoints) is read without them.
@@ -37,7 +54,7 @@ REMOVED_KEYS = {
 class StrictModel(BaseModel):
     """A config section: unknown keys are errors, and assignments are validated too."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class SourceConfig(StrictModel):
@@ -108,7 +125,12 @@ class ToyConfig(StrictModel):
     n_test: int = Field(
         1_000, ge=1, le=100_000, description="Sentence pairs in the toy test split."
     )
-    seed: int = Field(0, description="Seed of the toy corpus generator; another seed, other pairs.")
+    seed: int = Field(
+        0,
+        ge=0,
+        le=MAX_SEED,
+        description="Seed of the toy corpus generator; another seed, other pairs.",
+    )
 
 
 def _toy() -> SourceConfig:
@@ -135,6 +157,7 @@ class DataConfig(StrictModel):
     max_length: int = Field(
         128,
         ge=1,
+        le=MAX_POSITIONS,
         description="Training pairs with more BPE tokens than this on either side are dropped "
         "(counted and reported); validation and test keep every pair.",
     )
@@ -150,10 +173,16 @@ class TokenizerConfig(StrictModel):
     """The byte-pair encoding (BPE) vocabulary learnt from the training split."""
 
     vocab_size: int = Field(
-        8000, ge=64, description="BPE vocabulary size, special tokens included (each, if separate)."
+        8000,
+        ge=64,
+        le=MAX_VOCAB_SIZE,
+        description="BPE vocabulary size, special tokens included (each, if separate).",
     )
     min_frequency: int = Field(
-        2, ge=1, description="Fewest occurrences of a pair of pieces for BPE to merge it."
+        2,
+        ge=1,
+        le=MAX_MIN_FREQUENCY,
+        description="Fewest occurrences of a pair of pieces for BPE to merge it.",
     )
     joint: bool = Field(
         True, description="One vocabulary for source and target (needed to share embeddings)."
@@ -173,11 +202,21 @@ class TokenizerConfig(StrictModel):
 class ModelConfig(StrictModel):
     """The encoder–decoder Transformer's shape and regularisation (§3, §5.4)."""
 
-    d_model: int = Field(512, ge=8, description="Width of embeddings and every layer's output.")
-    n_heads: int = Field(8, ge=1, description="Attention heads per layer; must divide `d_model`.")
-    n_encoder_layers: int = Field(6, ge=1, description="Layers in the encoder stack.")
-    n_decoder_layers: int = Field(6, ge=1, description="Layers in the decoder stack.")
-    d_ff: int = Field(2048, ge=1, description="Hidden width of each feed-forward block.")
+    d_model: int = Field(
+        512, ge=8, le=MAX_D_MODEL, description="Width of embeddings and every layer's output."
+    )
+    n_heads: int = Field(
+        8, ge=1, le=MAX_HEADS, description="Attention heads per layer; must divide `d_model`."
+    )
+    n_encoder_layers: int = Field(
+        6, ge=1, le=MAX_LAYERS, description="Layers in the encoder stack."
+    )
+    n_decoder_layers: int = Field(
+        6, ge=1, le=MAX_LAYERS, description="Layers in the decoder stack."
+    )
+    d_ff: int = Field(
+        2048, ge=1, le=MAX_D_FF, description="Hidden width of each feed-forward block."
+    )
     dropout: float = Field(
         0.1,
         ge=0.0,
@@ -204,6 +243,7 @@ class ModelConfig(StrictModel):
     max_len: int = Field(
         256,
         ge=8,
+        le=MAX_POSITIONS,
         description="Positions in the positional table: the longest source and output, in tokens.",
     )
 
@@ -217,12 +257,16 @@ class ModelConfig(StrictModel):
 class TrainConfig(StrictModel):
     """Budgets, optimizer, schedule, validation, checkpoints and hardware of a training run."""
 
-    seed: int = Field(0, description="Seed of initial weights, batch order and dropout.")
+    seed: int = Field(
+        0, ge=0, le=MAX_SEED, description="Seed of initial weights, batch order and dropout."
+    )
     max_steps: int | None = Field(
-        None, ge=1, description="Stop after this many optimizer steps; null: no step limit."
+        None,
+        ge=1,
+        description="Stop after this many optimizer steps; null: no step limit.",
     )
     max_epochs: int | None = Field(
-        30, ge=1, description="Stop after this many epochs; null: no epoch limit."
+        30, ge=1, le=MAX_EPOCHS, description="Stop after this many epochs; null: no epoch limit."
     )
     max_minutes: float | None = Field(
         None, gt=0, description="Stop after this many minutes of training; null: no time limit."
@@ -230,6 +274,7 @@ class TrainConfig(StrictModel):
     max_tokens: int = Field(
         4096,
         ge=16,
+        le=MAX_BATCH_TOKENS,
         description="Tokens per batch: sentences times the longer side's padded length.",
     )
     accumulate: int = Field(
@@ -242,10 +287,14 @@ class TrainConfig(StrictModel):
         "`d_model`^-0.5 · `warmup_steps`^-0.5 (§5.3).",
     )
     warmup_steps: int = Field(
-        4000, ge=1, description="Steps of linear warm-up, then decay as 1/sqrt(step) (§5.3)."
+        4000,
+        ge=1,
+        le=MAX_STEPS,
+        description="Steps of linear warm-up, then decay as 1/sqrt(step) (§5.3).",
     )
-    betas: tuple[float, float] = Field(
-        (0.9, 0.98), description="AdamW's β1 and β2, the decay rates of its moment estimates."
+    betas: tuple[Beta, Beta] = Field(
+        (0.9, 0.98),
+        description="AdamW's β1 and β2, the decay rates of its moment estimates; each ≥ 0 and < 1.",
     )
     eps: float = Field(1e-9, gt=0, description="AdamW's ε, added to the denominator.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW's decoupled weight decay; 0: off.")
@@ -297,6 +346,7 @@ class TrainConfig(StrictModel):
     threads: int | None = Field(
         None,
         ge=1,
+        le=MAX_THREADS,
         description="CPU threads for torch's operations; null: OMP_NUM_THREADS when set, else "
         "the physical cores this process may run on (at most torch's default).",
     )
@@ -320,18 +370,22 @@ class DecodingConfig(StrictModel):
     """How `tfm eval`, `tfm translate` and validation decode."""
 
     max_len_a: float = Field(
-        1.5, ge=0, description="Output limit a · source length + b tokens: the a."
+        1.5, ge=0, le=1000, description="Output limit a · source length + b tokens: the a."
     )
     max_len_b: int = Field(
-        10, ge=1, description="Output limit a · source length + b tokens: the b."
+        10, ge=1, le=MAX_POSITIONS, description="Output limit a · source length + b tokens: the b."
     )
-    beam_size: int = Field(1, ge=1, description="Beam search width; 1: greedy decoding.")
+    beam_size: int = Field(
+        1, ge=1, le=MAX_BEAM_SIZE, description="Beam search width; 1: greedy decoding."
+    )
     length_penalty: float = Field(
         0.6,
         ge=0,
         description="GNMT length penalty α for beam search; higher favours longer output.",
     )
-    max_tokens: int = Field(8000, ge=16, description="Source tokens per decoding batch.")
+    max_tokens: int = Field(
+        8000, ge=16, le=MAX_BATCH_TOKENS, description="Source tokens per decoding batch."
+    )
 
 
 class Config(StrictModel):
@@ -410,21 +464,88 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+MAX_YAML_DEPTH = 64  # nested mappings and lists; a config needs about four
+MAX_YAML_VALUES = 100_000  # values after aliases are expanded; a config has a few hundred
+
+
 def read_yaml(text: str, name: str) -> tuple[Any, dict[tuple, int]]:
-    """Parse YAML text; return the data and a map from key path to line number."""
+    """Parse YAML text; return the data and a map from key path to line number.
+
+    Nesting deeper than MAX_YAML_DEPTH, aliases expanding to more than MAX_YAML_VALUES values
+    (a "billion laughs" bomb) and an alias inside itself are one-line errors, found before
+    anything is built.
+    """
     try:
+        _check_nesting(text, name)
         loader = _Loader(text)
         loader.name = name
         try:
             node = loader.get_single_node()
+            if node is not None:
+                _expanded_size(node, name, {}, set())
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
         raise ConfigError(f"{name}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError:  # a nesting the checks above did not see coming: still one line
+        raise _too_deep(name, None) from None
     lines: dict[tuple, int] = {}
     _collect_lines(node, (), lines)
     return data, lines
+
+
+def _check_nesting(text: str, name: str) -> None:
+    """Refuse nesting deeper than MAX_YAML_DEPTH from the event stream, which the parser produces
+    without recursion (composing such a document would exhaust Python's stack). libyaml's parser,
+    where installed, is much faster on deep flow nesting; its other syntax errors are left to the
+    parse that follows, so that they read the same with or without it."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", _Loader)):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise _too_deep(name, event.start_mark)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:
+        if "maximum nesting depth" in str(exc.problem):  # libyaml's own limit (1000) came first
+            raise _too_deep(name, exc.problem_mark) from None
+
+
+def _too_deep(name: str, mark: Any) -> ConfigError:  # mark: PyYAML's or libyaml's Mark, or None
+    line = f":{mark.line + 1}" if mark is not None else ""
+    return ConfigError(
+        f"{name}{line}: nested more than {MAX_YAML_DEPTH} levels deep; a config is a few levels "
+        "of sections and lists"
+    )
+
+
+def _expanded_size(node: yaml.Node, name: str, sizes: dict[int, int], open_: set[int]) -> int:
+    """How many values `node` stands for once aliases are expanded, counted without expanding
+    them (each node once); refuses more than MAX_YAML_VALUES and an alias inside itself."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    where = f"{name}:{node.start_mark.line + 1}"
+    if key in open_:
+        raise ConfigError(f"{where}: an alias refers to a list or mapping that contains it")
+    open_.add(key)
+    children = node.value if isinstance(node, yaml.SequenceNode) else []
+    if isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    total = 1
+    for child in children:
+        total += _expanded_size(child, name, sizes, open_)
+        if total > MAX_YAML_VALUES:
+            raise ConfigError(
+                f"{where}: the aliases here expand to more than {MAX_YAML_VALUES} values; "
+                "write the config out without aliases nested in aliases"
+            )
+    open_.discard(key)
+    sizes[key] = total
+    return total
 
 
 def _collect_lines(node: yaml.Node | None, path: tuple, lines: dict[tuple, int]) -> None:
@@ -495,7 +616,7 @@ def without_removed_keys(data: dict) -> dict:
 def _removed(data: dict) -> Iterator[tuple[dict, tuple[str, ...]]]:
     """For each removed key that `data` sets: the mapping that holds it, and its path."""
     for path in REMOVED_KEYS:
-        node = data
+        node: Any = data
         for section in path[:-1]:
             node = node.get(section) if isinstance(node, dict) else None
         if isinstance(node, dict) and path[-1] in node:
@@ -519,7 +640,9 @@ def apply_override(data: dict, override: str) -> tuple:
     return parts
 
 
-def _describe(err: dict, name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]) -> str:
+def _describe(
+    err: Mapping[str, Any], name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]
+) -> str:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     dotted = ".".join(str(p) for p in loc) or "(top level)"
     where = _where(loc, name, lines, set_lines)
@@ -558,7 +681,7 @@ def _suggest(loc: tuple) -> str:
         field = model.model_fields.get(str(part)) if model else None
         annotation = field.annotation if field else None
         is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        model = annotation if is_section else None
+        model = cast(type[BaseModel], annotation) if is_section else None
     if model is None:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)

@@ -14,7 +14,7 @@ import inspect
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 import yaml
@@ -121,6 +121,8 @@ def _type_name(annotation: Any) -> str:
         return "null"
     if origin is Literal:
         return " or ".join(dict.fromkeys(type(value).__name__ for value in args))
+    if origin is Annotated:  # an element with its own bounds (train.betas): the description says
+        return _type_name(args[0])
     if origin in (Union, types.UnionType):
         return " or ".join(_type_name(arg) for arg in args)
     if _section_model(annotation) is not None:

@@ -31,3 +31,12 @@ class CheckpointError(TfmError):
 
 class TrainingError(TfmError):
     """Training cannot go on, e.g. repeated non-finite losses (exit 1)."""
+
+
+class DiskFullError(TfmError):
+    """A file could not be written for lack of space (disk full, quota, file-size limit); the
+    message names the file and the space left; the file's previous content is intact (exit 1)."""
+
+
+class RunInUseError(TfmError):
+    """Another live process holds the run directory's lock, i.e. is training in it (exit 1)."""

@@ -39,7 +39,7 @@ def usable_cpus() -> set[int]:
 def physical_cores(cpus: set[int], *, sys_cpu: Path = _SYS_CPU, cpuinfo: Path = _CPUINFO) -> int:
     """How many distinct physical cores the logical `cpus` belong to; len(cpus) when the
     topology cannot be read."""
-    cores = set()
+    cores: set[tuple[str, str]] = set()
     for cpu in cpus:
         topology = sys_cpu / f"cpu{cpu}" / "topology"
         try:
@@ -60,7 +60,7 @@ def _cores_from_cpuinfo(cpus: set[int], cpuinfo: Path) -> int:
         text = cpuinfo.read_text()
     except OSError:
         return 0
-    cores = set()
+    cores: set[tuple[str, str]] = set()
     for block in text.split("\n\n"):
         fields = dict(
             (key.strip(), value.strip())

@@ -8,7 +8,7 @@ import pytest
 import torch
 from rundir_helpers import assert_one_line_naming
 
-from tfm.errors import CheckpointError
+from tfm.errors import CheckpointError, DiskFullError, TfmError
 from tfm.rundir import atomic
 from tfm.rundir.atomic import atomic_save, atomic_write_text
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
@@ -49,13 +49,16 @@ def test_a_failed_save_keeps_the_previous_checkpoint_and_no_temp_file(
         monkeypatch.setattr(atomic, "open", lambda path, mode: FullDisk(path, "x"), raising=False)
         save = save_checkpoint
 
-    with pytest.raises(CheckpointError) as error:
+    with pytest.raises(TfmError) as error:
         save(new_state, path)
 
     message = assert_one_line_naming(error.value, path)
     assert error.value.__cause__ is not None
-    if failure != "pickling":
-        assert "no space left" in message
+    if failure == "pickling":
+        assert isinstance(error.value, CheckpointError)
+    else:  # a full disk: which file, and how much space is left
+        assert isinstance(error.value, DiskFullError) and error.value.exit_code == 1
+        assert "no space left on device" in message and " free on its disk" in message
     monkeypatch.undo()
     assert os.listdir(tmp_path) == ["model.pt"]
     assert torch.equal(load_checkpoint(path)["weights"], torch.ones(3))

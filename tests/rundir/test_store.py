@@ -69,7 +69,9 @@ def test_latest_loadable_raises_rather_than_start_afresh_when_no_checkpoint_load
     save_steps(store, {1: 0.1, 2: 0.2})
     for path in tmp_path.glob("step-*.pt"):
         path.write_bytes(path.read_bytes()[:100])
-    with pytest.raises(CheckpointError, match=r"none of the 2 checkpoints in .* loads") as error:
+    with pytest.raises(
+        CheckpointError, match=r"none of the 2 checkpoints in .* is usable"
+    ) as error:
         store.latest_loadable()
     assert_one_line_naming(error.value, tmp_path)
 

@@ -15,6 +15,7 @@ from tfm.errors import DataError, UsageError
 from tfm.prediction.evaluate import evaluate_split
 from tfm.prediction.opening import Decoding, open_decoding
 from tfm.prediction.settings import DecodeRequest
+from tfm.rundir.metrics import json_safe
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def evaluate_run(
     if reranker is not None:
         options["rerank_with"] = [str(Path(other)) for other in request.rerank_with]
         options["rerank_weight"] = reranker.weight
-    return {**header, **options, **scores}, hypotheses
+    return json_safe({**header, **options, **scores}), hypotheses  # NaN/inf scores as None
 
 
 def _aligned_files(decoding: Decoding, src: Path, ref: Path) -> EncodedSplit:

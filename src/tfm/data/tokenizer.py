@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Sequence
 from itertools import chain
@@ -39,6 +38,7 @@ from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, tra
 from tokenizers import Tokenizer as HfTokenizer
 
 from tfm.errors import DataError
+from tfm.rundir.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +210,7 @@ class Tokenizer:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / FILE_NAME
-        tmp = path.with_name(f".{FILE_NAME}.tmp")
-        tmp.write_text(json.dumps(wrapper, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(json.dumps(wrapper, ensure_ascii=False) + "\n", path)
         return [path]
 
     @classmethod

@@ -80,7 +80,7 @@ def _in_batches(
         more = f" and {len(named) - MAX_NAMED} more" if len(named) > MAX_NAMED else ""
         log.warning("line(s) %s%s: longer than %d tokens, cut to fit the model",
                     ", ".join(named[:MAX_NAMED]), more, limit)  # fmt: skip
-    limits = {"bos_id": BOS_ID, "eos_id": EOS_ID}
+    limits: dict[str, float] = {"bos_id": BOS_ID, "eos_id": EOS_ID}
     limits.update(max_len_a=settings.max_len_a, max_len_b=settings.max_len_b)
     # A beam multiplies the batch by beam_size; keep the decoding batch's size the same.
     budget = max(settings.max_tokens // settings.beam_size, 1)

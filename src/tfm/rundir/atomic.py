@@ -2,11 +2,14 @@
 
 Writes go to a temporary file in the same folder, are fsynced and then renamed over the target,
 and the folder is fsynced so that the rename itself survives a crash; a crash, SIGKILL or full
-disk leaves either the old file or the new one. Temporary files are named `.NAME.tmp-PID-HEX`.
+disk leaves either the old file or the new one. Temporary files are named `.NAME.tmp-PID-HEX`; a
+SIGKILL can leave one behind, which `remove_temp_files` deletes when the next run starts. A full
+disk is a `DiskFullError` naming the file and the space left.
 """
 
 import logging
 import os
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -14,15 +17,16 @@ from typing import IO
 
 import torch
 
-from tfm.errors import CheckpointError
-from tfm.rundir.failure import brief_error
+from tfm.rundir.failure import write_failure
 
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
 
+_TEMP_FILE = re.compile(r"\..+\.tmp(-\d+-[0-9a-f]+)?")  # no suffix: tokenizers of older versions
 
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
         with open(tmp, "xb") as file:
@@ -34,9 +38,7 @@ def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         tmp.unlink(missing_ok=True)
         if not isinstance(exc, Exception):
             raise  # KeyboardInterrupt and friends keep their meaning
-        raise CheckpointError(
-            f"cannot write {path} ({brief_error(exc)}); the previous file, if any, is unchanged"
-        ) from exc
+        raise write_failure(path, exc) from exc
     _fsync_directory(path.parent)
 
 
@@ -62,3 +64,25 @@ def atomic_save(obj: object, path: PathLike) -> None:
 def atomic_write_text(text: str, path: PathLike) -> None:
     """Write a small UTF-8 text file (JSON, YAML) with the same crash safety as `atomic_save`."""
     _atomic_write(Path(path), lambda file: file.write(text.encode("utf-8")))
+
+
+def atomic_copy(source: PathLike, path: PathLike) -> None:
+    """Copy a (small) file to path with the same crash safety as `atomic_save`."""
+    data = Path(source).read_bytes()
+    _atomic_write(Path(path), lambda file: file.write(data))
+
+
+def remove_temp_files(directory: PathLike) -> list[Path]:
+    """Delete the temporary files that writers killed mid-write left in `directory`; return them.
+
+    Call it only while no other process writes there (holding the run directory's lock)."""
+    removed = []
+    for path in Path(directory).glob(".*.tmp*"):
+        if _TEMP_FILE.fullmatch(path.name) and path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    if removed:
+        names = ", ".join(p.name for p in removed)
+        logger.info("removed %d temporary file(s) left by an interrupted write: %s", len(removed),
+                    names)  # fmt: skip
+    return removed

@@ -7,17 +7,18 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from tfm.errors import UsageError
+from tfm.errors import CheckpointError, UsageError
+from tfm.rundir.atomic import atomic_copy
 from tfm.rundir.checkpoint import load_checkpoint
+from tfm.rundir.integrity import first_non_finite
 from tfm.rundir.model_file import save_weights, tie_key
 from tfm.rundir.paths import RunPaths
-from tfm.rundir.store import CheckpointStore
+from tfm.rundir.store import MODEL_KIND, CheckpointStore
 from tfm.transformer import ModelArgs
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ def average_checkpoints(
     if (last is None) == (best is None):
         raise UsageError("give exactly one of --last N or --best N")
     count = last if last is not None else best
+    assert count is not None  # exactly one of the two, checked above
     store = CheckpointStore(paths.checkpoints)
     chosen = store.newest(count) if last is not None else store.top(count)
     if len(chosen) < count:
@@ -44,7 +46,7 @@ def average_checkpoints(
     tied_to: dict[str, str] = {}  # name -> the first name of its tensor (tied weights)
     step = 0
     for path in chosen:
-        state = load_checkpoint(path)
+        state = _load_training_state(path)
         args = ModelArgs.from_stored(state["model_args"])
         if not first:
             first, first_args = state, args
@@ -63,9 +65,11 @@ def average_checkpoints(
         for name, t in total.items()
     }
     averaged = {name: averaged[tied_to[name]] for name in first["model"]}  # tied stay tied
+    if where := first_non_finite(averaged, "the average"):  # checked before anything is written
+        raise CheckpointError(f"refusing to write {out}: {where} is not finite")
     out.mkdir(parents=True, exist_ok=True)
     for name in ("config.yaml", "tokenizer.json"):
-        shutil.copy2(paths.root / name, out / name)
+        atomic_copy(paths.root / name, out / name)
     save_weights(
         RunPaths(out).best,
         averaged,
@@ -76,3 +80,14 @@ def average_checkpoints(
     log.info("averaged %d checkpoints (%s) into %s", len(chosen),
              ", ".join(p.name for p in chosen), out)  # fmt: skip
     return out
+
+
+def _load_training_state(path: Path) -> dict:
+    """A step checkpoint's state; a model file among them is a one-line error."""
+    state = load_checkpoint(path)
+    if state.get("kind") == MODEL_KIND or "progress" not in state:
+        raise CheckpointError(
+            f"{path} is not a training checkpoint (a model file such as best.pt copied into "
+            f"{path.parent}?); move it out of that folder and average again"
+        )
+    return state

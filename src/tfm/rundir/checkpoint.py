@@ -1,8 +1,10 @@
-"""Checkpoint files that load without running code.
+"""Checkpoint files that load without running code, and load only as they were written.
 
 Saves are atomic (`tfm.rundir.atomic`): a crash leaves the old file or the new one. Loads always
 use `torch.load(weights_only=True)`, so a checkpoint can hold only tensors and plain containers;
-anything else is refused instead of unpickled.
+anything else is refused instead of unpickled. A state holding NaN or infinity is never written;
+each file carries a digest of its content, checked on loading (`tfm.rundir.integrity`), so a
+corrupted or non-finite file is refused with `CorruptCheckpointError` and an earlier one is used.
 
 What callers must convert before saving (saving refuses anything else, naming the key):
 - allowed: tensors, dict/OrderedDict, list, tuple, set, str, bytes, int, float, complex, bool, None,
@@ -16,8 +18,9 @@ What callers must convert before saving (saving refuses anything else, naming th
 import pickletools
 import zipfile
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import torch
 
@@ -25,6 +28,7 @@ from tfm import __version__
 from tfm.errors import CheckpointError
 from tfm.rundir.atomic import PathLike, atomic_save
 from tfm.rundir.failure import brief_error
+from tfm.rundir.integrity import DIGEST_KEY, content_digest, first_non_finite, zip_crc_mismatch
 
 FORMAT_VERSION = 1
 """Bumped whenever a checkpoint's layout changes; files with a larger number are refused."""
@@ -44,7 +48,7 @@ def _check_plain(value: object, where: str) -> None:
             _check_plain(item, f"{where}[{key!r}]")
         return
     if kind in _SEQUENCES:
-        for i, item in enumerate(value):  # type: ignore[call-overload]
+        for i, item in enumerate(cast("Iterable[object]", value)):
             _check_plain(item, f"{where}[{i}]")
         return
     raise TypeError(
@@ -53,12 +57,23 @@ def _check_plain(value: object, where: str) -> None:
     )
 
 
+class NonFiniteStateError(CheckpointError):
+    """A state to save holds NaN or infinity (a diverged run): nothing was written."""
+
+
 def save_checkpoint(state: dict, path: PathLike) -> None:
-    """Atomically save state plus `format_version` and `tfm_version`; state must be plain."""
+    """Atomically save state plus `format_version`, `tfm_version` and the content digest; state
+    must be plain and finite (checked before anything is written)."""
     if not isinstance(state, dict):
         raise TypeError(f"checkpoint state must be a dict, got {type(state).__name__}")
     _check_plain(state, "state")
-    atomic_save({**state, "format_version": FORMAT_VERSION, "tfm_version": __version__}, path)
+    if where := first_non_finite(state):
+        raise NonFiniteStateError(
+            f"refusing to write {path}: {where} is not finite, so nothing was written (training "
+            "diverged: resume from the last checkpoint with a lower train.lr)"
+        )
+    full = {**state, "format_version": FORMAT_VERSION, "tfm_version": __version__}
+    atomic_save({**full, DIGEST_KEY: content_digest(full)}, path)
 
 
 def _pickle_globals(file: IO[bytes]) -> list[str]:
@@ -141,6 +156,8 @@ def load_checkpoint(path: PathLike, map_location: str | torch.device = "cpu") ->
             f"checkpoint {path} is truncated or corrupted ({brief_error(exc)}); "
             "use an earlier checkpoint"
         ) from exc
+    if isinstance(state, dict):
+        _check_integrity(path, state)
     version = state.get("format_version") if isinstance(state, dict) else None
     if type(version) is not int:
         held = f"format_version={version!r}" if isinstance(state, dict) else type(state).__name__
@@ -153,3 +170,24 @@ def load_checkpoint(path: PathLike, map_location: str | torch.device = "cpu") ->
             f"(format {version} > {FORMAT_VERSION}); upgrade tfm"
         )
     return state
+
+
+def _check_integrity(path: Path, state: dict) -> None:
+    """Remove and verify the stored digest (or the zip CRCs of a file without one); refuse
+    non-finite tensors. Raises CorruptCheckpointError."""
+    stored = state.pop(DIGEST_KEY, None)
+    if stored is None:
+        problem = zip_crc_mismatch(path) if zipfile.is_zipfile(path) else None
+    elif stored != content_digest(state):
+        problem = "its content does not match the digest stored in it"
+    else:
+        problem = None
+    if problem is not None:
+        raise CorruptCheckpointError(
+            f"checkpoint {path} is corrupted ({problem}); use an earlier checkpoint"
+        )
+    if where := first_non_finite(state):
+        raise CorruptCheckpointError(
+            f"checkpoint {path} cannot be used: {where} is not finite (written by a run that "
+            "diverged); use an earlier checkpoint"
+        )

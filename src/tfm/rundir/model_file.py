@@ -17,6 +17,7 @@ from tfm.data.tokenizer import Tokenizer
 from tfm.errors import CheckpointError
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
 from tfm.rundir.paths import RunPaths
+from tfm.rundir.store import MODEL_KIND
 from tfm.transformer import ModelArgs, Transformer, build_model
 
 
@@ -32,12 +33,9 @@ def save_model(
 def save_weights(
     path: Path, weights: dict, model_args: dict, *, step: int, tokenizer_fingerprint: str
 ) -> None:
-    """Write a state dict as a model file; refuses non-finite weights."""
-    for name, tensor in weights.items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise CheckpointError(f"refusing to write {path}: parameter {name} is not finite")
+    """Write a state dict as a model file; refuses non-finite weights (before writing)."""
     state = {
-        "kind": "model",
+        "kind": MODEL_KIND,
         "model_args": model_args,
         "model": on_cpu(weights),
         "step": step,

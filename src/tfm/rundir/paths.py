@@ -7,6 +7,7 @@
       last.pt            model weights after the last step
       checkpoints/       full training states (model, optimizer, RNGs, data position) for --resume
       metrics.jsonl      one JSON object per event, each with "step"
+      .lock              held by the process training in it; holds its PID (tfm.rundir.lock)
 
 The run most recently trained from a directory is remembered in `.tfm/last_run` there, so that
 `tfm train && tfm eval && tfm translate` works without naming the run.

@@ -27,6 +27,7 @@ from tfm.rundir.failure import brief_error
 
 logger = logging.getLogger(__name__)
 
+MODEL_KIND = "model"  # the `kind` of a model file (tfm.rundir.model_file), never a step checkpoint
 _STEP_FILE = re.compile(r"step-(\d{8,})\.pt")
 _TEMP_GLOBS = (".step-*.pt.tmp-*", ".index.json.tmp-*")
 
@@ -109,24 +110,37 @@ class CheckpointStore:
         return path
 
     def latest_loadable(self, map_location: str | torch.device = "cpu") -> LoadedCheckpoint | None:
-        """The newest checkpoint that loads, skipping (with a warning) truncated or corrupt ones.
+        """The newest checkpoint that loads, skipping (with a warning) truncated, corrupted or
+        non-finite ones and model files (best.pt or last.pt copied in here); says when it fell
+        back to an older one.
 
         None only if the folder holds no checkpoint. If some exist but none loads, or one fails for
         another reason (e.g. written by a newer tfm), it raises: silently starting afresh would let
         rotation delete checkpoints that may still be recoverable.
         """
-        skipped = 0
+        skipped = []
         for entry in reversed(self._entries()):
             path = self.directory / entry.file
             try:
-                return LoadedCheckpoint(path, load_checkpoint(path, map_location))
+                state = load_checkpoint(path, map_location)
             except CorruptCheckpointError as exc:
                 logger.warning("skipping checkpoint: %s", exc)
-                skipped += 1
+                skipped.append(path.name)
+                continue
+            if state.get("kind") == MODEL_KIND:
+                logger.warning("skipping %s: it is a model file (like best.pt), not a training "
+                               "checkpoint; move it out of %s", path, self.directory)  # fmt: skip
+                skipped.append(path.name)
+                continue
+            if skipped:
+                logger.warning("using %s, the newest good checkpoint (skipped %s)", path,
+                               ", ".join(skipped))  # fmt: skip
+            return LoadedCheckpoint(path, state)
         if skipped:
             raise CheckpointError(
-                f"none of the {skipped} checkpoints in {self.directory} loads (all truncated or "
-                "corrupted); restore one from a backup, or move the folder away to start afresh"
+                f"none of the {len(skipped)} checkpoints in {self.directory} is usable (truncated, "
+                "corrupted, non-finite or not a training checkpoint); restore one from a backup, "
+                "or start afresh with --overwrite"
             )
         return None
 

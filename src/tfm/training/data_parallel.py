@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -24,13 +25,14 @@ from tfm.training.session import Session, StopFlag
 from tfm.training.validation import validate_and_checkpoint
 
 log = logging.getLogger(__name__)
+Number = TypeVar("Number", int, float)
 
 # What inductor's CPU code generation calls (it reads $CXX first).
 _CXX = tuple(c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c)
 
 # The model's only buffers are fixed positional tables: no need to broadcast them every forward.
 # torch 2.13 renamed DDP's option (and warns about the old name).
-_NO_BUFFER_SYNC = (
+_NO_BUFFER_SYNC: dict[str, Any] = (
     {"forward_sync_buffers": False}
     if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
     else {"broadcast_buffers": False}
@@ -82,7 +84,7 @@ def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
             "none found on PATH); install one or set train.compile: false"
         )
     log.info("train.compile: the model is compiled at its first training step (this takes a while)")
-    return torch.compile(module, dynamic=True)
+    return cast(torch.nn.Module, torch.compile(module, dynamic=True))
 
 
 class DataParallel:
@@ -151,7 +153,7 @@ class DataParallel:
             seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
             torch.manual_seed(seed % 2**63)
 
-    def sum(self, value: float) -> float:
+    def sum(self, value: Number) -> Number:
         """`value` summed over all processes (an int stays an int)."""
         if not self.replicas.active:
             return value

@@ -21,9 +21,12 @@ starts the processes' run; `data_parallel.DataParallel` is what the loop asks of
   ends or skips something is shared: the non-finite check reads the summed loss and the norm of
   the already averaged gradients; a stop request (signal on any process) and the time budget are
   combined with an all-reduce after each step, so all processes stop after the same one.
-- One writer. Process 0 prepares the run directory, writes checkpoints, metrics and the progress
-  bar, and validates alone while the others wait (at most `TIMEOUT`); it shares its early-stopping
-  decision. The others read the tokenizer and checkpoint it wrote and log warnings only.
+- One writer. Process 0 holds the run directory's lock, prepares the run directory, writes
+  checkpoints, metrics and the progress bar, and validates alone while the others wait (at most
+  `TIMEOUT`); it shares its early-stopping decision. The others read the tokenizer and checkpoint
+  it wrote and log warnings only.
+- A process that dies (killed, out of memory) breaks the collectives: each survivor stops with one
+  line saying so and how to resume; the checkpoints written so far are intact.
 - Dropout. Under torchrun each process reseeds torch's generator at every step from (seed, step,
   rank), so processes draw different masks and a resumed run draws the same ones again.
 """
@@ -33,15 +36,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from tfm.config import Config
-from tfm.errors import TfmError, UsageError
+from tfm.errors import TfmError, TrainingError, UsageError
+from tfm.rundir.lock import run_lock
 from tfm.training.session import Session, open_session
 
 log = logging.getLogger(__name__)
@@ -86,10 +92,12 @@ def from_environment(environ: dict[str, str] | None = None) -> Replicas:
 
 @contextlib.contextmanager
 def process_group(config: Config) -> Iterator[Replicas]:
-    """Join torchrun's process group for the duration of a run (nothing to join without it)."""
+    """Join torchrun's process group for the duration of a run (nothing to join without it),
+    with the run directory locked by process 0 (`tfm.rundir.lock`)."""
     replicas = from_environment()
     if not replicas.active:
-        yield replicas
+        with run_lock(Path(config.run_dir)):
+            yield replicas
         return
     use_cuda = config.train.device in ("auto", "cuda") and torch.cuda.is_available()
     if use_cuda:
@@ -108,9 +116,52 @@ def process_group(config: Config) -> Iterator[Replicas]:
     if not replicas.is_main:  # one voice: the others only speak up when something is wrong
         logging.getLogger("tfm").setLevel(logging.WARNING)
     try:
-        yield replicas
+        with _locked_by_main(replicas, config), _peers_lost(replicas, config):
+            yield replicas
     finally:
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _locked_by_main(replicas: Replicas, config: Config) -> Iterator[None]:
+    """Process 0 holds the run directory's lock; if it cannot, every process stops."""
+    with contextlib.ExitStack() as stack:
+        error = None
+        if replicas.is_main:
+            try:
+                stack.enter_context(run_lock(Path(config.run_dir)))
+            except TfmError as exc:
+                error = exc
+        if not _all_true(replicas, error is None):
+            raise error or TfmError(f"process 0 could not lock {config.run_dir}; see its error")
+        yield
+
+
+@contextlib.contextmanager
+def _peers_lost(replicas: Replicas, config: Config) -> Iterator[None]:
+    """A collective that fails because another process died becomes one TrainingError line."""
+    try:
+        yield
+    except RuntimeError as exc:
+        text = str(exc)
+        lost = isinstance(exc, _DIST_ERRORS) or any(m in text for m in _LOST_PEER_MARKERS)
+        if not lost:
+            raise
+        reason = next((m for m in _LOST_PEER_MARKERS[2:] if m in text), "a collective failed")
+        resume = shlex.quote(str(Path(config.run_dir) / "config.yaml"))
+        raise TrainingError(
+            f"process {replicas.rank} of {replicas.world_size} lost contact with the other "
+            f"training processes ({reason}: one of them stopped or crashed; see its log); the "
+            f"checkpoints written so far are intact: resume with `torchrun "
+            f"--nproc_per_node={replicas.world_size} -m tfm train --config {resume} --resume`"
+        ) from exc
+
+
+_DIST_ERRORS = tuple(
+    getattr(dist, name) for name in ("DistError", "DistBackendError") if hasattr(dist, name)
+)
+_LOST_PEER_MARKERS = ("gloo", "NCCL", "Connection reset by peer", "Connection closed by peer",
+                      "Broken pipe", "Timed out")  # fmt: skip
 
 
 def open_session_everywhere(

@@ -15,18 +15,19 @@ the same `tfm train` command twice trains once.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from tfm.config import Config, load_config, to_yaml
 from tfm.data.tokenizer import FILE_NAME as TOKENIZER_FILE
 from tfm.errors import ConfigError, UsageError
 from tfm.rundir.atomic import atomic_write_text
+from tfm.rundir.lock import LOCK_FILE, remove_run_files
 from tfm.rundir.metrics import read_metrics, truncate_metrics
 from tfm.rundir.paths import RunPaths, remember_run
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 
 BEFORE_FIRST_STEP = {"config.yaml", TOKENIZER_FILE}  # what a run writes before it trains
+NOT_A_RUN = {*BEFORE_FIRST_STEP, LOCK_FILE}  # a directory holding only these holds no run
 # Keys that say how to run, not what is trained: a run that differs in these alone is the same run.
 HOW_TO_RUN = {("train", "threads"), ("train", "device"), ("train", "tensorboard")}
 
@@ -39,7 +40,10 @@ def check_run_dir(
     if resume:
         latest = _latest_checkpoint(paths)
         if latest is None:
-            raise UsageError(f"--resume: no complete checkpoint in {paths.checkpoints}")
+            raise UsageError(
+                f"--resume: no complete checkpoint in {paths.checkpoints}; "
+                "start the run afresh with --overwrite instead"
+            )
         return latest
     if writer and holds_a_run(paths) and not overwrite:
         raise UsageError(
@@ -50,16 +54,17 @@ def check_run_dir(
 
 
 def holds_a_run(paths: RunPaths) -> bool:
-    """Whether the directory holds more than a failed start leaves (see the module docstring)."""
+    """Whether the directory holds more than a failed start leaves (see the module docstring)
+    and the run directory's lock."""
     root = paths.root
-    return root.exists() and any(entry.name not in BEFORE_FIRST_STEP for entry in root.iterdir())
+    return root.is_dir() and any(entry.name not in NOT_A_RUN for entry in root.iterdir())
 
 
 def create_run_dir(paths: RunPaths, config: Config) -> None:
     """Start the run's directory afresh (what `check_run_dir` allowed) with its config.yaml."""
     root = paths.root
     if holds_a_run(paths):  # --overwrite
-        shutil.rmtree(root)
+        remove_run_files(root)  # all but the lock this process holds
     elif root.exists():  # a failed start: only its own files go
         for name in BEFORE_FIRST_STEP:
             (root / name).unlink(missing_ok=True)

@@ -15,6 +15,10 @@ from __future__ import annotations
 import importlib.util
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 log = logging.getLogger(__name__)
 
@@ -28,19 +32,21 @@ class TensorBoardLog:
 
     def __init__(self, directory: Path, *, resumed_at: int | None) -> None:
         self.directory, self.resumed_at = directory, resumed_at
-        self._writer = None
+        self._writer: SummaryWriter | None = None
 
     def write(self, event: dict) -> None:
-        if self._writer is None:
+        writer = self._writer
+        if writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
             purge = None if self.resumed_at is None else self.resumed_at + 1
-            self._writer = SummaryWriter(str(self.directory), purge_step=purge, flush_secs=30)
+            writer = SummaryWriter(str(self.directory), purge_step=purge, flush_secs=30)
+            self._writer = writer
         step = event["step"]
         for key, value in event.items():
             is_number = isinstance(value, int | float) and not isinstance(value, bool)
             if key not in NOT_SCALARS and is_number:
-                self._writer.add_scalar(key, value, step)
+                writer.add_scalar(key, value, step)
 
     def close(self) -> None:
         if self._writer is not None:

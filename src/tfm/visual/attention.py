@@ -99,6 +99,7 @@ def draw_attention(
         col = index % layout.cols
         last_in_column = index + layout.cols >= len(layout.panels)
         ax.tick_params(labelleft=col == 0, labelbottom=last_in_column, length=0)
+    assert image is not None  # a view has at least one panel
     figure.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
     x_label, y_label = AXIS_LABELS[view.kind]
     figure.supxlabel(x_label, fontsize=10)
