@@ -66,6 +66,25 @@ def test_tensorboard_event_files_hold_the_metrics(logged):
     assert [e.step for e in written] == [2, 3]
 
 
+def test_a_resumed_run_replaces_the_tensorboard_events_after_its_checkpoint(tmp_path, tiny_config):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator"
+    )
+    from tfm.training import train
+
+    run = tmp_path / "run"
+    train(tiny_config(run, max_steps=3, log_every=1, checkpoint_every=2), progress_bar=False)
+    (run / "checkpoints" / "step-00000003.pt").unlink()  # as if killed after step 3's events
+    train(tiny_config(run, max_steps=4, log_every=1), resume=True, progress_bar=False)
+    events = event_accumulator.EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged = [(e["step"], e["train_loss"]) for e in metrics if "train_loss" in e]
+    assert [e["step"] for e in metrics if "train_loss" in e] == [1, 2, 3, 4]
+    written = events.Scalars("train_loss")
+    assert [(e.step, pytest.approx(e.value)) for e in written] == logged
+
+
 def test_tensorboard_missing_is_said_once_and_training_goes_on(tmp_path, tiny_config, monkeypatch):
     from tfm.training import tensorboard
 
