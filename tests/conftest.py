@@ -38,16 +38,16 @@ def tiny_config():
 @pytest.fixture
 def progress_totals(monkeypatch) -> list:
     """The `total` of each progress bar training opens (what it plans to train), recorded."""
-    from tfm.training import loop
+    from tfm.training import progress
 
     totals = []
 
-    class RecordingBar(loop.tqdm):
+    class RecordingBar(progress.tqdm):
         def __init__(self, *args, total=None, **kwargs):
             totals.append(total)
             super().__init__(*args, total=total, **kwargs)
 
-    monkeypatch.setattr(loop, "tqdm", RecordingBar)
+    monkeypatch.setattr(progress, "tqdm", RecordingBar)
     return totals
 
 

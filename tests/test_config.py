@@ -85,6 +85,14 @@ def test_bad_set_override_names_the_option():
     assert "expected section.key=value" in line
 
 
+def test_an_unknown_section_in_a_set_names_the_set_not_the_file(tmp_path):
+    path = write(tmp_path, "train:\n  max_steps: 5\n")
+    (line,) = error_lines(path, ("train.max_steps=6", "nosuch.key=1"))
+    assert line.startswith("--set nosuch.key=1: unknown key 'nosuch'; valid keys: run_dir, data")
+    (line,) = error_lines(path, ("data.nosuch.deeper.key=1",))
+    assert line.startswith("--set data.nosuch.deeper.key=1: unknown key 'data.nosuch'")
+
+
 def test_a_removed_key_is_refused_with_the_reason_it_went(tmp_path):
     text = "model:\n  dropout: 0.2\n  word_dropout: 0.1\ntrain:\n  rdrop_alpha: 5\n"
     path = write(tmp_path, text)

@@ -4,6 +4,8 @@ and stay quiet on a healthy one; training gives the advice once, then one line w
 import json
 import logging
 
+import pytest
+
 from tfm.diagnostics import (
     Finding,
     degenerate_warnings,
@@ -11,6 +13,7 @@ from tfm.diagnostics import (
     identical_warning,
     overfitting_warning,
     repetition_warning,
+    unusable_model,
 )
 from tfm.rundir.metrics import read_metrics
 from tfm.training import train, validation
@@ -106,3 +109,19 @@ def test_training_gives_the_advice_once_and_then_one_line_while_it_persists(
         "step 2: still 20% of validation hypotheses repeat (advice at step 1)",
         "step 3: still 30% of validation hypotheses repeat (advice at step 1)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("bleu", "findings", "reason"),
+    [
+        (0.09, (), "validation BLEU 0.09 is below 1"),
+        (float("nan"), (), "validation BLEU nan is below 1"),
+        (None, (), "it was never validated"),
+        (12.0, ("identical",), "its validation hypotheses are identical"),
+        (9.0, ("repetition", "identical"), "its validation hypotheses are identical and repeating"),
+        (12.0, ("overfitting",), None),  # a usable model, only past its best
+        (1.0, (), None),
+    ],
+)
+def test_when_a_model_cut_short_by_the_time_limit_is_not_usable(bleu, findings, reason):
+    assert unusable_model(bleu, findings) == reason

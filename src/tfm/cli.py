@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tqdm import tqdm
 
 from tfm import __version__
 from tfm.cli_options import (
@@ -31,6 +30,8 @@ from tfm.cli_options import (
     RerankWeightOption,
     RerankWithOption,
     RunOption,
+    SetOption,
+    ThreadsOption,
 )
 from tfm.errors import TfmError
 from tfm.limits import MAX_BEAM_SIZE
@@ -44,9 +45,12 @@ app = typer.Typer(
 
 
 class _TqdmHandler(logging.Handler):
-    """Log lines on stderr that do not tear through a progress bar."""
+    """Log lines on stderr that do not tear through a progress bar (tqdm is imported with the
+    first line: `tfm translate` often logs none)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
         tqdm.write(self.format(record), file=sys.stderr)
 
 
@@ -119,20 +123,21 @@ def _main(
 @_command
 def train(
     config: ConfigOption,
-    overrides: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override a config key: section.key=value (repeatable)."),
-    ] = None,
+    overrides: SetOption = None,
     device: DeviceOption = None,
+    threads: ThreadsOption = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in run_dir exactly.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Delete run_dir and start again.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option(help="Show progress on stderr: a bar on a terminal, else a line at times."),
+    ] = True,
 ) -> int:
     """Train a model from a YAML config; prints the run directory on stdout."""
     from tfm.commands.train import train_run
 
-    outcome = train_run(config, overrides=overrides or [], device=device, resume=resume,
-                        overwrite=overwrite, progress=progress)  # fmt: skip
+    outcome = train_run(config, overrides=overrides or [], device=device, threads=threads,
+                        resume=resume, overwrite=overwrite, progress=progress)  # fmt: skip
     if outcome.run_dir is not None:
         typer.echo(outcome.run_dir)
     return outcome.exit_code
@@ -153,14 +158,17 @@ def evaluate(
     ensemble: EnsembleOption = None,
     rerank_with: RerankWithOption = None,
     rerank_weight: RerankWeightOption = None,
+    threads: ThreadsOption = None,
 ) -> None:
-    """Decode a split (or --src/--ref files) and report BLEU, chrF, loss and exact match."""
+    """Decode a split (or --src/--ref files) and report BLEU, chrF, loss, exact match and the
+    decoding time."""
     from tfm.commands.decode import evaluate_run
     from tfm.prediction.settings import DecodeRequest
 
     request = DecodeRequest(run=run, device=device, beam_size=beam_size,
                             length_penalty=length_penalty, ensemble=ensemble or (),
-                            rerank_with=rerank_with or (), rerank_weight=rerank_weight)  # fmt: skip
+                            rerank_with=rerank_with or (), rerank_weight=rerank_weight,
+                            threads=threads)  # fmt: skip
     scores, _ = evaluate_run(request, split=split, src=src, ref=ref, output=output)
     if as_json:
         typer.echo(json.dumps(scores, ensure_ascii=False))
@@ -192,6 +200,7 @@ def translate(
             "reranking score) and translation, separated by tabs; the beam is at least N.",
         ),
     ] = None,
+    threads: ThreadsOption = None,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
     from tfm.commands.decode import translate_batches, translate_batches_nbest
@@ -201,7 +210,8 @@ def translate(
     batches = translation_input(sentences or [], file, sys.stdin)
     request = DecodeRequest(run=run, device=device, beam_size=beam_size,
                             length_penalty=length_penalty, ensemble=ensemble or (),
-                            rerank_with=rerank_with or (), rerank_weight=rerank_weight)  # fmt: skip
+                            rerank_with=rerank_with or (), rerank_weight=rerank_weight,
+                            threads=threads)  # fmt: skip
     if n_best is None:
         for translations in translate_batches(request, batches):
             _write_lines(translations)
@@ -283,6 +293,31 @@ def data_check(config: ConfigOption, as_json: JsonOption = False) -> None:
 
     report = check_corpus(config)
     typer.echo(json.dumps(report, ensure_ascii=False) if as_json else format_table(report))
+
+
+config_app = typer.Typer(no_args_is_help=True, help="Show configurations.")
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+@_command
+def config_show(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="YAML config file (default: none).")
+    ] = None,
+    overrides: SetOption = None,
+    defaults: Annotated[
+        bool, typer.Option("--defaults", help="Every key at its default (no --config, --set).")
+    ] = False,
+    comments: Annotated[
+        bool, typer.Option(help="Each key's description as a comment, and changed defaults.")
+    ] = True,
+) -> None:
+    """Print the effective configuration, every key, as YAML that --config reads back."""
+    from tfm.config_show import show_config
+
+    path = None if config is None else str(config)
+    typer.echo(show_config(path, overrides or [], defaults=defaults, comments=comments), nl=False)
 
 
 @app.command()

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tfm.limits import MAX_BEAM_SIZE
+from tfm.limits import MAX_BEAM_SIZE, MAX_THREADS
 
 RunOption = Annotated[
     Path | None,
@@ -59,6 +59,19 @@ RerankWeightOption = Annotated[
 ]
 DeviceOption = Annotated[
     str | None, typer.Option("--device", help="auto, cpu, cuda or mps (default: the config's).")
+]
+ThreadsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        min=1,
+        max=MAX_THREADS,
+        help="CPU threads for torch (default: OMP_NUM_THREADS, else the physical cores).",
+    ),
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a config key: section.key=value (repeatable)."),
 ]
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]

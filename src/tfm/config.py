@@ -35,6 +35,7 @@ from tfm.limits import (
     MAX_POSITIONS,
     MAX_SEED,
     MAX_STEPS,
+    MAX_THREADS,
     MAX_VOCAB_SIZE,
 )
 
@@ -165,6 +166,12 @@ class DataConfig(StrictModel):
         description="Folder of the data cache: the training split tokenized once and "
         "memory-mapped, reused by every run on the same data; null: `.tfm-cache` beside "
         "`run_dir`.",
+    )
+    control_chars: Literal["warn", "refuse"] = Field(
+        "warn",
+        description="Control characters (C0 but tab, DEL, C1) and U+FFFD (text that was not "
+        "decoded cleanly) in a split: warn with their count and first file:line, or refuse the "
+        "data with that line.",
     )
 
 
@@ -348,7 +355,19 @@ class TrainConfig(StrictModel):
         "auto", description="Arithmetic: fp32, or bf16 autocast; auto: fp32 (measured faster)."
     )
     compile: bool = Field(False, description="torch.compile the model for training steps.")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_THREADS,
+        description="CPU threads for torch's operations; null: OMP_NUM_THREADS when set, else "
+        "the physical cores this process may run on (at most torch's default).",
+    )
     log_every: int = Field(50, ge=1, description="Steps between training log lines.")
+    tensorboard: bool = Field(
+        True,
+        description="Also write train_loss, lr and the validation scores as TensorBoard event "
+        "files to `run_dir`/tensorboard/, when the `tensorboard` package is installed.",
+    )
     keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
     keep_best: int = Field(1, ge=1, description="Best checkpoints kept, by validation score.")
     max_nonfinite: int = Field(
@@ -654,6 +673,11 @@ def _describe(
 
 
 def _where(loc: tuple, name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]) -> str:
+    """Where the problem at `loc` was typed: the --set that set it (or a key inside it, as
+    `--set nosuch.key=1` makes the unknown section `nosuch`), else the file's line."""
+    inside = [typed for path, typed in set_lines.items() if path[: len(loc)] == loc]
+    if loc and inside:
+        return f"--set {inside[-1]}: "
     for end in range(len(loc), 0, -1):
         if loc[:end] in set_lines:
             return f"--set {set_lines[loc[:end]]}: "

@@ -11,6 +11,10 @@ the run's metric history. Small data makes all three common, and each has a usua
 
 Pure functions: the training session logs what `degenerate_warnings` returns, in full the first
 time a kind of finding shows up in a run and as one short line when it persists.
+
+`unusable_model` is the rule for a run that the time limit stopped before its step or epoch
+budget: its model is not usable yet when its last validation scored BLEU below UNUSABLE_BLEU or
+showed identical or repeating hypotheses, and `tfm train` then exits with a failure.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ LOOP_SHARE = 0.1
 LOOP_REPEATS = 3
 MAX_LOOP_N = 4
 OVERFIT_VALIDATIONS = 3  # the rise must hold over this many validations (two rises in a row)
+UNUSABLE_BLEU = 1.0  # below this, hardly an n-gram is right: no model to translate with
+OUTPUT_FINDINGS = ("identical", "repetition")  # the findings about the output itself
 
 
 class Finding(NamedTuple):
@@ -47,6 +53,19 @@ def degenerate_warnings(hypotheses: Sequence[str], history: Sequence[dict]) -> l
     found = [identical_warning(hypotheses), repetition_warning(hypotheses)]
     found.append(overfitting_warning(history))
     return [finding for finding in found if finding]
+
+
+def unusable_model(bleu: float | None, findings: Sequence[str]) -> str | None:
+    """Why a model whose last validation scored `bleu` and showed the finding kinds `findings`
+    is not usable yet, or None when it may be."""
+    if bleu is None:
+        return "it was never validated"
+    if not bleu >= UNUSABLE_BLEU:  # NaN too
+        return f"validation BLEU {bleu:.2f} is below {UNUSABLE_BLEU:g}"
+    if shown := [kind for kind in OUTPUT_FINDINGS if kind in findings]:
+        what = {"identical": "identical", "repetition": "repeating"}
+        return f"its validation hypotheses are {' and '.join(what[k] for k in shown)}"
+    return None
 
 
 def identical_warning(hypotheses: Sequence[str]) -> Finding | None:

@@ -1,14 +1,13 @@
 """Scoring translations against references: sacreBLEU on detokenized text (cased, with its
 signature, and lowercased), chrF, exact match, and the lengths behind BLEU's brevity penalty.
 
-Decoding lives in `tfm.prediction`; this module only compares texts.
+Decoding lives in `tfm.prediction`; this module only compares texts. sacreBLEU is imported when
+something is scored, so that `tfm translate` does not load it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import sacrebleu
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
@@ -17,6 +16,8 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     tokenizer), their ratio (null when the references are empty) and the penalty itself."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    import sacrebleu
+
     hyps, refs = list(hypotheses), [list(references)]
     bleu = sacrebleu.metrics.BLEU()
     cased = bleu.corpus_score(hyps, refs)

@@ -18,3 +18,4 @@ MAX_SEED = 2**32 - 1
 MAX_MIN_FREQUENCY = 1_000_000_000
 MAX_STEPS = 10**12  # train.warmup_steps
 MAX_EPOCHS = 1_000_000
+MAX_THREADS = 4_096  # train.threads and --threads

@@ -1,4 +1,4 @@
-"""load_split: every format into one (src, tgt) Dataset; bad data as a located error or a count."""
+"""load_split: every format into two lists (src, tgt); bad data as a located error or a count."""
 
 import json
 import sys
@@ -36,7 +36,7 @@ def load(tfm_split="train", src_lang="de", tgt_lang="en", toy=TOY, **source):
     texts, report = load_split(
         SourceConfig(**source), split=tfm_split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy
     )
-    assert texts.column_names == ["src", "tgt"]
+    assert list(texts) == ["src", "tgt"]
     return list(zip(texts["src"][:], texts["tgt"][:], strict=True)), report
 
 

@@ -39,6 +39,8 @@ def test_the_same_run_resumes_with_nothing_to_say():
 def test_budgets_and_other_train_keys_may_change():
     changed = config(train={"max_steps": 99, "max_epochs": None, "lr": 0.01, "patience": 3})
     assert judge(identity(config()), identity(changed)).refusal is None
+    how_to_run = config(train={"threads": 1, "tensorboard": False}, data={"control_chars": "x"})
+    assert judge(identity(config()), identity(how_to_run)).refusal is None
 
 
 def test_model_seed_and_fingerprints_refuse_naming_each_difference():

@@ -3,6 +3,8 @@ split, aligned files, or lines as they come."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -20,6 +22,8 @@ from tfm.prediction.evaluate import evaluate_split
 from tfm.prediction.opening import Decoding, open_decoding
 from tfm.prediction.settings import DecodeRequest
 from tfm.rundir.metrics import json_safe
+
+log = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation", "test")
 
@@ -125,8 +129,14 @@ def translate_batches_nbest(
 
 
 def _numbered(batches: Iterable[Sequence[str]], translate) -> Iterator[list]:
-    """`translate(lines, first_line=N)` of each batch, N counting the lines from 1."""
-    first = 1
+    """`translate(lines, first_line=N)` of each batch, N counting the lines from 1; at the end,
+    logs how long translating took (waiting for input left out)."""
+    first, seconds = 1, 0.0
     for lines in batches:
-        yield translate(lines, first_line=first)
+        started = time.perf_counter()
+        translated = translate(lines, first_line=first)
+        seconds += time.perf_counter() - started
+        yield translated
         first += len(lines)
+    log.info("translated %d line(s) in %.2f s (%.1f sentences/s)", first - 1, seconds,
+             (first - 1) / max(seconds, 1e-9))  # fmt: skip

@@ -1,5 +1,13 @@
 """`tfm train`: load the config with the command line's overrides, train, and stop cleanly on
-SIGINT or SIGTERM (finish the step, write a checkpoint, say how to resume)."""
+SIGINT or SIGTERM (finish the step, write a checkpoint, say how to resume).
+
+The same command run twice trains once: a run directory that holds a finished run of the same
+config is reported as such (exit 0). A run that the time limit (`train.max_minutes`) stops
+before its step or epoch budget ends with a warning that gives the validation score reached and
+the command that resumes it; when its model is not usable yet (`diagnostics.unusable_model`:
+validation BLEU below 1, or identical or repeating hypotheses at the last validation) the
+command fails (exit 1), so that a script does not go on to translate with it.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfm.config import load_config
+from tfm.config import Config, load_config
 from tfm.device import check_device_name
-from tfm.errors import UsageError
-from tfm.training import StopFlag, train
+from tfm.diagnostics import unusable_model
+from tfm.errors import TrainingError, UsageError
+from tfm.training import StopFlag, TrainResult, train
+from tfm.training.distributed import from_environment
+from tfm.training.run_directory import finished_run
 
 log = logging.getLogger(__name__)
 
@@ -33,18 +44,27 @@ def train_run(
     *,
     overrides: Sequence[str] = (),
     device: str | None = None,
+    threads: int | None = None,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
 ) -> TrainOutcome:
-    """Train from the YAML file `config` with `overrides` (section.key=value) and `device`
-    (the same as train.device) on top; logs the result and, when interrupted, how to resume."""
+    """Train from the YAML file `config` with `overrides` (section.key=value), `device` and
+    `threads` (train.device, train.threads) on top; logs the result and, when interrupted or cut
+    short, how to resume."""
     if resume and overwrite:
         raise UsageError("--resume and --overwrite cannot be used together")
     sets = list(overrides)
     if device is not None:
         sets.append(f"train.device={check_device_name(device)}")
+    if threads is not None:
+        sets.append(f"train.threads={threads}")
     cfg = load_config(config, sets)
+    if not resume and not overwrite and (finished := finished_run(cfg)):
+        first = from_environment().is_main  # under torchrun, one process says it
+        if first:
+            log.info("%s", finished)
+        return TrainOutcome(cfg.run_dir if first else None, 0)
     stop = StopFlag()
     previous = _install_stop_handlers(stop)
     try:
@@ -52,14 +72,12 @@ def train_run(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    # With --set, --device or --threads, the run's own resolved config holds them (run_dir too).
+    resume_config = Path(cfg.run_dir) / "config.yaml" if sets else config
+    resume_command = f"tfm train --config {shlex.quote(str(resume_config))} --resume"
     if result.interrupted_by:
-        # With --set or --device, the run's own resolved config holds them (run_dir too).
-        resume_config = Path(cfg.run_dir) / "config.yaml" if sets else config
-        log.info(
-            "interrupted by %s at step %d; checkpoint written. Resume with:\n"
-            "  tfm train --config %s --resume", result.interrupted_by, result.steps,
-            shlex.quote(str(resume_config)),
-        )  # fmt: skip
+        log.info("interrupted by %s at step %d; checkpoint written. Resume with:\n  %s",
+                 result.interrupted_by, result.steps, resume_command)  # fmt: skip
         # 128 + the signal's number, as shells report it
         return TrainOutcome(None, 143 if result.interrupted_by == "SIGTERM" else 130)
     metric = cfg.train.early_stopping_metric
@@ -68,7 +86,30 @@ def train_run(
     log.info("done: %d steps (%s); best validation %s %s at step %s; peak memory %.0f MiB",
              result.steps, result.stopped_because, metric, best, result.best_step,
              result.peak_mib)  # fmt: skip
+    cut_short = (
+        result.stopped_because == "max_minutes" and (result.planned_steps or 0) > result.steps
+    )
+    if cut_short and result.rank == 0:  # the process that validated
+        _cut_short(cfg, result, f"{resume_command} --set train.max_minutes=null")
     return TrainOutcome(str(result.run_dir) if result.rank == 0 else None, 0)
+
+
+def _cut_short(cfg: Config, result: TrainResult, resume: str) -> None:
+    """Say loudly that the time limit stopped training early; raise TrainingError when the
+    model is not usable yet (see the module docstring)."""
+    validation = result.last_validation or {}
+    bleu = validation.get("val_bleu")
+    reached = "no validation" if bleu is None else f"validation BLEU {bleu:.2f}"
+    stopped = (
+        f"the time limit train.max_minutes={cfg.train.max_minutes:g} stopped training at step "
+        f"{result.steps} of the {result.planned_steps} planned ({reached})"
+    )
+    unusable = unusable_model(bleu, result.findings)
+    verdict = f"the model is NOT usable yet: {unusable}" if unusable else "it is under-trained"
+    log.warning("!!! TRAINING CUT SHORT: %s.\n!!! %s; to train on, resume without the time "
+                "limit:\n  %s", stopped, verdict[0].upper() + verdict[1:], resume)  # fmt: skip
+    if unusable:
+        raise TrainingError(f"{stopped}; the model is not usable yet: {unusable}")
 
 
 def _install_stop_handlers(stop: StopFlag) -> dict:

@@ -35,6 +35,7 @@ from tfm.data.cache_key import SIDES, VERSION, CacheKey, cache_key
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
+from tfm.data.screening import SHOWN
 from tfm.data.store import write_entry
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import DataError
@@ -75,9 +76,11 @@ class CacheEntry:
         """The loading report as it was when the entry was prepared."""
         meta = self.meta
         report = LoadReport(split="train", origin=meta["origin"], read=meta["read"],
-                            kept=meta["read"])  # fmt: skip
+                            kept=meta["read"], unit=meta.get("unit", "line"))  # fmt: skip
         for reason, n in meta["dropped"].items():
             report.drop(reason, n)
+        report.skipped = meta.get("skipped", [])
+        report.first = meta.get("first", {})
         return report
 
     def split(self, *, max_length: int | None) -> EncodedSplit:
@@ -90,7 +93,8 @@ class CacheEntry:
             keep = (src.lengths - 1 <= max_length) & (tgt.lengths - 2 <= max_length)
             if not keep.all():
                 index = np.flatnonzero(keep)
-                report.drop("too long", len(src) - len(index))
+                too_long = np.flatnonzero(~keep)[:SHOWN].tolist()  # the first few, for the log
+                report.drop("too long", len(src) - len(index), at=too_long)
                 if not len(index):
                     raise DataError(f"train: no pairs left after filtering: {report.summary()}")
                 src, tgt = src.subset(index), tgt.subset(index)

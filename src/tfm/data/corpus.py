@@ -1,43 +1,47 @@
-"""Load one split of a parallel corpus from any `SourceConfig` format into a `datasets.Dataset`.
+"""Load one split of a parallel corpus from any `SourceConfig` format into two lists of strings.
 
     texts, report = load_split(source, split="train", src_lang="de", tgt_lang="en", toy=toy)
 
-`texts` has two string columns, "src" and "tgt", in file order; `src_lang`/`tgt_lang` choose which
+`texts` has two lists of strings, "src" and "tgt", in file order; `src_lang`/`tgt_lang` choose which
 side is the source, so de→en and en→de read the same files. Every format goes the same way: read
 raw pairs (`formats.py` for files; here for hub, disk and toy), strip surrounding whitespace from
 each sentence (inner whitespace is kept), drop pairs with an empty side as a pair (alignment kept;
-counted as "empty"), and build the Dataset. Problems in the data raise `DataError` naming the file,
+counted as "empty"). Problems in the data raise `DataError` naming the file,
 the line and what was expected; decisions (drops) are counted in the `LoadReport`.
-Only `hub` touches the network.
+Only `hub` touches the network, and only `hub` and `disk` import `datasets` (with pandas and
+pyarrow, a second of start-up that the other formats do not pay).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import datasets
+from typing import TYPE_CHECKING
 
 from tfm.config import SourceConfig, ToyConfig
 from tfm.data.formats import Pairs, PairStream, field_names, jsonl_pairs, text_pairs, tsv_pairs
+from tfm.data.screening import CharacterScreen, first_lines, location
 from tfm.errors import DataError
+
+if TYPE_CHECKING:
+    import datasets
 
 logger = logging.getLogger(__name__)
 
 _LABELS = {"empty": "empty side"}  # how a drop reason reads in `summary()`
-_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 _STRING_TYPES = ("string", "large_string")
-_SHOWN_EMPTY = 5  # dropped pairs named in the log line
 
 
 @dataclass
 class LoadReport:
     """What loading one split did: `read` pairs from `origin`, `kept` of them, `dropped` by reason.
 
-    Later stages (e.g. length filtering after tokenization) add their drops with `drop()`.
+    Later stages (e.g. length filtering after tokenization) add their drops with `drop()`. With
+    the indices of the dropped pairs (`at`), the summary names the first lines (or rows) of each
+    reason; `skipped` holds the read indices of the pairs dropped when loading (empty sides).
     """
 
     split: str
@@ -45,14 +49,19 @@ class LoadReport:
     read: int
     kept: int
     dropped: dict[str, int] = field(default_factory=dict)
+    unit: str = "line"  # what `first` counts: "line" (from 1) or "row" (from 0)
+    skipped: list[int] = field(default_factory=list)
+    first: dict[str, list[int]] = field(default_factory=dict)  # reason -> first lines or rows
 
-    def drop(self, reason: str, n: int) -> None:
-        """Record that `n` of the kept pairs were dropped for `reason`."""
+    def drop(self, reason: str, n: int, *, at: Sequence[int] = ()) -> None:
+        """Record that `n` of the kept pairs, at indices `at` among them, were dropped."""
         if not 0 <= n <= self.kept:
             raise ValueError(f"cannot drop n={n} pairs for {reason!r}: {self.kept} are kept")
         if n:
             self.kept -= n
             self.dropped[reason] = self.dropped.get(reason, 0) + n
+        if at and reason not in self.first:
+            self.first[reason] = first_lines(at, self.skipped, self.unit)
 
     def summary(self) -> str:
         """One line, e.g. 'train: read 29,000 pairs from data/train.{de,en}, kept 28,998, …'."""
@@ -60,29 +69,54 @@ class LoadReport:
         total = sum(self.dropped.values())
         if not total:
             return f"{line}, dropped 0"
-        reasons = ", ".join(f"{_LABELS.get(r, r)}: {n:,}" for r, n in self.dropped.items() if n)
+        reasons = ", ".join(
+            f"{_LABELS.get(r, r)}: {n:,}{self._where(r, n)}" for r, n in self.dropped.items() if n
+        )
         return f"{line}, dropped {total:,} ({reasons})"
+
+    def _where(self, reason: str, n: int) -> str:
+        shown = self.first.get(reason, [])
+        if not shown:
+            return ""
+        more = ", …" if n > len(shown) else ""
+        unit = self.unit if len(shown) == 1 else f"{self.unit}s"
+        return f" at {unit} {', '.join(map(str, shown))}{more}"
 
 
 def load_split(
-    source: SourceConfig, *, split: str, src_lang: str, tgt_lang: str, toy: ToyConfig
-) -> tuple[datasets.Dataset, LoadReport]:
-    """Read the `split` pairs that `source` names, cleaned; see the module docstring."""
+    source: SourceConfig,
+    *,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    toy: ToyConfig,
+    control_chars: str | None = "warn",
+) -> tuple[dict[str, list[str]], LoadReport]:
+    """Read the `split` pairs that `source` names, cleaned; see the module docstring. Control
+    characters in them are warned about or refused, as `control_chars` says (`screening`)."""
     stream, cleaner = stream_split(
-        source, split=split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy
-    )
+        source, split=split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy,
+        control_chars=control_chars,
+    )  # fmt: skip
     src, tgt = [], []
     for src_text, tgt_text in stream:
         src.append(src_text)
         tgt.append(tgt_text)
     report = cleaner.report()
-    return datasets.Dataset.from_dict({"src": src, "tgt": tgt}, features=_FEATURES), report
+    return {"src": src, "tgt": tgt}, report
 
 
 def stream_split(
-    source: SourceConfig, *, split: str, src_lang: str, tgt_lang: str, toy: ToyConfig
+    source: SourceConfig,
+    *,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    toy: ToyConfig,
+    control_chars: str | None = "warn",
 ) -> tuple[Iterator[tuple[str, str]], Cleaner]:
     """`load_split` one cleaned pair at a time; `cleaner.report()` once they are all read.
+    `control_chars` None: characters are not screened (a second read of the same pairs).
 
     The file formats (`text`, `tsv`, `jsonl`) stream, so a corpus larger than memory goes
     through; `hub`, `disk` and `toy` are read whole first.
@@ -107,41 +141,50 @@ def stream_split(
             pairs = _read_toy(toy, split=split, **langs)
         rows = zip(pairs.src, pairs.tgt, strict=True)
         stream = PairStream(rows, pairs.origin, pairs.unit)
-    cleaner = Cleaner(split=split, origin=stream.origin, unit=stream.unit)
+    screen = None
+    if control_chars is not None:
+
+        def where(index: int, side: int) -> str:
+            return location(source, stream.origin, stream.unit, index, (src_lang, tgt_lang)[side])
+
+        screen = CharacterScreen(split=split, policy=control_chars, where=where)
+    cleaner = Cleaner(split=split, origin=stream.origin, unit=stream.unit, screen=screen)
     return cleaner.clean(stream.pairs), cleaner
 
 
 class Cleaner:
     """Strips each sentence and drops pairs with an empty side as a pair, counting them."""
 
-    def __init__(self, *, split: str, origin: str, unit: str) -> None:
+    def __init__(
+        self, *, split: str, origin: str, unit: str, screen: CharacterScreen | None = None
+    ) -> None:
         self.split, self.origin, self.unit = split, origin, unit
+        self.screen = screen
         self.read = 0
-        self.empty: list[int] = []  # the first few dropped pairs' indices, for the log
+        self.empty: list[int] = []  # the dropped pairs' indices, for the log and later drops
         self.n_empty = 0
 
     def clean(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
         for src_text, tgt_text in pairs:
+            if self.screen is not None:
+                self.screen.look(self.read, src_text, tgt_text)
             self.read += 1
             src_text, tgt_text = src_text.strip(), tgt_text.strip()
             if src_text and tgt_text:
                 yield src_text, tgt_text
             else:
                 self.n_empty += 1
-                if len(self.empty) < _SHOWN_EMPTY:
-                    self.empty.append(self.read - 1)
+                self.empty.append(self.read - 1)
 
     def report(self) -> LoadReport:
-        """What was read and dropped (logged); DataError when no pair is left."""
-        report = LoadReport(split=self.split, origin=self.origin, read=self.read, kept=self.read)
-        report.drop("empty", self.n_empty)
-        if self.n_empty:
-            first = ", ".join(str(i + 1 if self.unit == "line" else i) for i in self.empty)
-            more = ", …" if self.n_empty > len(self.empty) else ""
-            logger.info(
-                "%s: dropped %d pairs with an empty side (%ss %s%s)",
-                self.origin, self.n_empty, self.unit, first, more,
-            )  # fmt: skip
+        """What was read and dropped (the summary names the first lines); DataError when no
+        pair is left."""
+        if self.screen is not None:
+            self.screen.report()
+        report = LoadReport(split=self.split, origin=self.origin, read=self.read, kept=self.read,
+                            unit=self.unit)  # fmt: skip
+        report.drop("empty", self.n_empty, at=self.empty)  # read indices: line numbers as they are
+        report.skipped = self.empty  # later drops count their lines past these
         if not report.kept:
             raise DataError(f"{self.origin}: no pairs left for {self.split}: {report.summary()}")
         return report
@@ -151,6 +194,8 @@ class Cleaner:
 
 
 def _read_hub(source: SourceConfig, *, split: str, key: str, **langs: str) -> Pairs:
+    import datasets
+
     name = source.split or split
     try:
         dataset = datasets.load_dataset(source.name, split=name)
@@ -176,6 +221,8 @@ def _read_disk(source: SourceConfig, *, split: str, key: str, **langs: str) -> P
     path = source.path or ""  # the schema requires it for format disk
     if not Path(path).is_dir():
         raise DataError(f"{source.path}: no such folder (check {key}.path)")
+    import datasets
+
     try:
         dataset = datasets.load_from_disk(path)
     except FileNotFoundError:
@@ -196,6 +243,8 @@ def _from_dataset(
     tgt_lang: str,
 ) -> Pairs:
     """Pick the split (of a DatasetDict) and the two columns named by `source.fields`."""
+    import datasets
+
     if isinstance(dataset, datasets.DatasetDict):
         name = source.split or split
         if name not in dataset:

@@ -39,8 +39,9 @@ def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], Lo
     """Read one split's sentence pairs as two aligned lists, and log its one-line summary."""
     source = getattr(config, split)
     texts, report = load_split(
-        source, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang, toy=config.toy
-    )
+        source, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang, toy=config.toy,
+        control_chars=config.control_chars,
+    )  # fmt: skip
     return texts["src"][:], texts["tgt"][:], report
 
 
@@ -69,9 +70,10 @@ def encode_split(
     tgt_ids = tokenizer.encode_tgt(tgt_text)
     keep: Sequence[int] = range(len(src_ids))
     if max_length is not None:
-        keep = [i for i in keep if len(src_ids[i]) <= max_length and len(tgt_ids[i]) <= max_length]
-        if len(keep) < len(src_ids):
-            report.drop("too long", len(src_ids) - len(keep))
+        fits = [len(src_ids[i]) <= max_length and len(tgt_ids[i]) <= max_length for i in keep]
+        long = [i for i, fit in enumerate(fits) if not fit]
+        keep = [i for i, fit in enumerate(fits) if fit]
+        report.drop("too long", len(long), at=long)
         if not keep:
             raise DataError(f"{name}: no pairs left after filtering: {report.summary()}")
     return EncodedSplit(
@@ -93,8 +95,6 @@ def prepare_splits(
 ) -> tuple[dict[str, EncodedSplit], Tokenizer]:
     """Load and encode `splits`; train the tokenizer on "train" when none is given."""
     raw = {name: load_texts(data, name) for name in splits}
-    for _, _, report in raw.values():
-        log.info(report.summary())
     if tokenizer is None:
         if "train" not in raw:
             raise ValueError("a tokenizer is needed when the training split is not loaded")
@@ -110,6 +110,6 @@ def prepare_splits(
         )
         for name, (src, tgt, report) in raw.items()
     }
-    if "train" in encoded and encoded["train"].report.dropped.get("too long"):
-        log.info(encoded["train"].report.summary())
+    for split in encoded.values():  # once per split, with every drop
+        log.info(split.report.summary())
     return encoded, tokenizer

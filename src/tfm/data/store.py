@@ -97,6 +97,9 @@ def _write(
         "read": report.read,
         "dropped": report.dropped,
         "origin": report.origin,
+        "unit": report.unit,
+        "skipped": report.skipped,  # indices of the pairs dropped on reading, for line numbers
+        "first": report.first,
         "dtypes": {side: str(id_dtype(_vocab_size(tokenizer, side))) for side in SIDES},
         "tokens": tokens,
         "tokenizer_fingerprint": tokenizer.fingerprint(),
@@ -158,8 +161,9 @@ def _write_texts(
     """Step 1: the cleaned training pairs into `{src,tgt}.text`; their characters, per side."""
     data = config.data
     pairs, cleaner = stream_split(
-        data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
-    )
+        data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy,
+        control_chars=data.control_chars,
+    )  # fmt: skip
     writers = [_RowWriter(folder / f"{s}.text", folder / f"{s}.text-offsets.npy") for s in SIDES]
     alphabets: dict[str, set[str]] = {side: set() for side in SIDES}
     with _bar(progress, desc="reading train", unit=" pairs", unit_scale=True) as bar:

@@ -18,6 +18,7 @@ from tfm.prediction.settings import DecodeRequest, DecodeSettings, Model
 from tfm.prediction.translate import translate_texts, translate_texts_nbest
 from tfm.rundir.model_file import TrainedModel, load_trained
 from tfm.rundir.paths import find_run
+from tfm.threads import use_threads
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ def open_decoding(request: DecodeRequest, *, min_beam: int = 1) -> Decoding:
         min_beam = max(min_beam, RERANK_MIN_BEAM)
     paths = find_run(request.run)
     target = select_device(request.device or "auto")
+    use_threads(request.threads, level=logging.DEBUG)  # translate stays a quiet filter
     trained = load_trained(paths, target)
     dtype = resolve_precision(trained.config.train.precision, target)
     beam_size = beam_size or max(trained.config.decoding.beam_size, min_beam)

@@ -56,7 +56,7 @@ class DecodeRequest:
     """What to decode with, as the user asked: the run (None: the run last trained from the
     working directory), the device name, beam size and length penalty (None: the run's config
     decides), more runs to decode with as one ensemble, reverse-direction runs to rerank the beam
-    with, and the reranking weight (None: 1)."""
+    with, the reranking weight (None: 1) and the CPU threads (None: `tfm.threads` picks)."""
 
     run: str | Path | None = None
     device: str | None = None
@@ -65,6 +65,7 @@ class DecodeRequest:
     ensemble: Sequence[str | Path] = ()
     rerank_with: Sequence[str | Path] = ()
     rerank_weight: float | None = None
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.device is not None:

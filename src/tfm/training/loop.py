@@ -13,16 +13,14 @@ run would have. What each epoch trains on is the session's epoch plan (`tfm.data
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from dataclasses import dataclass
-
-from tqdm import tqdm
 
 from tfm.config import Config, TrainConfig
 from tfm.device import peak_memory_mib
 from tfm.training.data_parallel import DataParallel, steps_in_epoch
 from tfm.training.distributed import open_session_everywhere, process_group
+from tfm.training.progress import TrainingProgress
 from tfm.training.session import Session, StopFlag
 from tfm.training.state import LogWindow
 from tfm.training.step import optimizer_step
@@ -41,6 +39,9 @@ class TrainResult:
     interrupted_by: str | None = None
     rank: int = 0  # this process's rank under torchrun; only rank 0 writes files
     peak_mib: float = 0.0  # the most memory held: process RSS, or GPU allocations on CUDA
+    planned_steps: int | None = None  # what the step and epoch budgets allowed
+    last_validation: dict | None = None  # the last validation's metrics event
+    findings: tuple[str, ...] = ()  # degeneration found at the last validation (diagnostics)
 
 
 def train(
@@ -62,22 +63,24 @@ def train(
 
 
 def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> TrainResult:
-    bar = tqdm(
-        total=_planned_steps(session, parallel),
-        initial=session.progress.step,
-        disable=not progress_bar or not parallel.is_main,
-        unit="step",
-        dynamic_ncols=True,
-        leave=False,
-        mininterval=1.0 if sys.stderr.isatty() else 30.0,  # a log file gets a line per 30 s
+    planned = _planned_steps(session, parallel)
+    bar = TrainingProgress(
+        total=planned, initial=session.progress.step, enabled=progress_bar and parallel.is_main
     )
     try:
         reason = _run(session, parallel, bar)
     finally:
         bar.close()
+    if parallel.is_main and session.progress.log_window.steps:
+        _log_training(session, bar, partial=True)
     if parallel.is_main and session.saved_step != session.progress.step:
         session.save_checkpoint(score=None)
+    elif parallel.is_main and session.saved_epoch != session.progress.epoch:
+        # The last step was validated and saved before its epoch was counted as done: save
+        # again (same step and score) so that the newest checkpoint says the epochs are done.
+        session.save_checkpoint(score=session.saved_score)
     parallel.wait_for_main()
+    session.close_tensorboard()
     p = session.progress
     return TrainResult(
         run_dir=str(session.paths.root),
@@ -89,6 +92,9 @@ def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> T
         interrupted_by=parallel.stop.signal_name,
         rank=parallel.replicas.rank,
         peak_mib=peak_memory_mib(session.device),
+        planned_steps=planned,
+        last_validation=session.last_validation,
+        findings=session.last_findings,
     )
 
 
@@ -106,7 +112,7 @@ def _planned_steps(session: Session, parallel: DataParallel) -> int | None:
     return min(budgets) if budgets else None
 
 
-def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
+def _run(session: Session, parallel: DataParallel, bar: TrainingProgress) -> str:
     t = session.config.train
     p = session.progress
     started = time.monotonic() - p.elapsed_s
@@ -127,7 +133,7 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
             if result.loss is not None:
                 window.add(result.loss, result.tokens)
             window.seconds += time.monotonic() - window_clock
-            bar.update(1)
+            bar.update()
             if p.step % t.log_every == 0 and window.steps:
                 if parallel.is_main:
                     _log_training(session, bar)
@@ -143,8 +149,10 @@ def _run(session: Session, parallel: DataParallel, bar: tqdm) -> str:
     return "max_epochs"
 
 
-def _log_training(session: Session, bar: tqdm) -> None:
-    """Write the log window's line to metrics.jsonl and the progress bar."""
+def _log_training(session: Session, bar: TrainingProgress, *, partial: bool = False) -> None:
+    """Write the log window's line to metrics.jsonl and the progress bar. A `partial` window is
+    the steps after the last line when training ends: logged (marked so) for a short run's curve,
+    and kept in the progress, so that a resumed run still logs the uninterrupted run's lines."""
     p = session.progress
     window = p.log_window
     event = {
@@ -155,12 +163,11 @@ def _log_training(session: Session, bar: tqdm) -> None:
         "tokens_per_s": round(window.tokens / max(window.seconds, 1e-9), 1),
         "peak_mib": round(peak_memory_mib(session.device)),
     }
+    if partial:
+        event["partial"] = True
     session.write_metrics(event)
-    bar.set_postfix(
-        loss=f"{event['train_loss']:.3f}",
-        lr=f"{event['lr']:.2e}",
-        tok_s=f"{event['tokens_per_s']:.0f}",
-    )
+    if not partial:
+        bar.window(event)
 
 
 def _budget_spent(session: Session) -> str | None:

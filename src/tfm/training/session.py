@@ -24,10 +24,13 @@ from tfm.rundir.metrics import append_event
 from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
+from tfm.threads import use_threads
 from tfm.training.resume_policy import RunIdentity, judge_resume
-from tfm.training.run_directory import prepare_run_dir, record_opened_run
+from tfm.training.run_directory import check_run_dir, create_run_dir, record_opened_run
 from tfm.training.schedule import build_optimizer
+from tfm.training.start_log import log_start
 from tfm.training.state import Progress, restore_rng_state, rng_state
+from tfm.training.tensorboard import TensorBoardLog, open_tensorboard
 from tfm.transformer import ModelArgs, Transformer, build_model
 
 log = logging.getLogger(__name__)
@@ -64,9 +67,14 @@ class Session:
     world_size: int = 1  # processes training together (torchrun); see training/distributed.py
     progress: Progress = field(default_factory=Progress)
     saved_step: int = -1
+    saved_epoch: int = -1  # the epoch the newest checkpoint's progress is in
+    saved_score: float | None = None  # and its validation score
     validated_step: int = -1
     resumed_from: Path | None = None
     warned_at: dict[str, int] = field(default_factory=dict)  # finding kind -> step of its advice
+    last_validation: dict | None = None  # the newest validation's metrics event
+    last_findings: tuple[str, ...] = ()  # and the kinds of degeneration it showed (diagnostics)
+    tensorboard: TensorBoardLog | None = None  # process 0's event files, when on
 
     @property
     def train_split(self) -> EncodedSplit:
@@ -76,7 +84,14 @@ class Session:
         return autocast(self.device, self.dtype)
 
     def write_metrics(self, event: dict) -> None:
+        """Append `event` to metrics.jsonl (and the TensorBoard event files, when on)."""
         append_event(self.paths.metrics, event)
+        if self.tensorboard is not None:
+            self.tensorboard.write(event)
+
+    def close_tensorboard(self) -> None:
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
     def identity(self) -> RunIdentity:
         """What the resume policy compares with a checkpoint's."""
@@ -107,7 +122,8 @@ class Session:
         state = self.state()
         self.store.save(state, step=self.progress.step, score=score, protect=self.resumed_from)
         self.save_model(self.paths.last)
-        self.saved_step = self.progress.step
+        self.saved_step, self.saved_epoch = self.progress.step, self.progress.epoch
+        self.saved_score = score
 
     def save_model(self, path: Path) -> None:
         """The model alone (best.pt, last.pt), with its shape and tokenizer fingerprint."""
@@ -144,6 +160,7 @@ class Session:
         self.progress = Progress.from_dict(state["progress"])
         restore_rng_state(state["rng"])
         self.saved_step = self.validated_step = self.progress.step
+        self.saved_epoch, self.saved_score = self.progress.epoch, state.get("score")
         self.resumed_from = path
         log.info("resumed from %s at step %d (epoch %d, batch %d)", path, self.progress.step,
                  self.progress.epoch, self.progress.position)  # fmt: skip
@@ -164,20 +181,24 @@ def model_args(config: Config, tokenizer: Tokenizer) -> ModelArgs:
 def open_session(
     config: Config, *, resume: bool, overwrite: bool, rank: int = 0, world_size: int = 1
 ) -> Session:
-    """Prepare the run directory, data, model and optimizer; restore them when resuming.
+    """Check the run directory, device and data, then prepare the run directory, model and
+    optimizer; restore them when resuming.
 
     Under torchrun, process `rank` > 0 writes nothing: it reads the run directory (tokenizer,
     checkpoint) that process 0 has prepared before it.
     """
     paths = RunPaths(Path(config.run_dir))
     writer = rank == 0
-    checkpoint = prepare_run_dir(paths, config, resume=resume, overwrite=overwrite, writer=writer)
+    checkpoint = check_run_dir(paths, config, resume=resume, overwrite=overwrite, writer=writer)
     device = select_device(config.train.device)
+    use_threads(config.train.threads)
     dtype = resolve_precision(config.train.precision, device)
     tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
     splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
-    if not checkpoint and writer:
+    if not checkpoint and writer:  # config, device and data are good: now the directory
+        create_run_dir(paths, config)
         tokenizer.save(paths.root)
+    log_start(config, splits["train"], tokenizer)
     torch.manual_seed(config.train.seed)
     args = model_args(config, tokenizer)
     model = build_model(args).to(device)
@@ -208,4 +229,7 @@ def open_session(
     if writer:
         resumed_at = session.progress.step if checkpoint else None
         record_opened_run(paths, session.config, resumed_at=resumed_at)
+        session.tensorboard = open_tensorboard(
+            paths.root, enabled=config.train.tensorboard, resumed_at=resumed_at
+        )
     return session

@@ -33,6 +33,7 @@ def validate_and_checkpoint(session: Session) -> bool:
         "val_length_ratio": scores["length_ratio"],  # hypothesis / reference tokens
     }
     session.write_metrics(event)
+    session.last_validation = event
     log.info(
         "step %d validation: loss %.3f, ppl %.2f, BLEU %.2f, chrF %.2f, length ratio %s",
         p.step, event["val_loss"], event["val_ppl"], event["val_bleu"], event["val_chrf"],
@@ -57,7 +58,9 @@ def warn_degenerate(session: Session, hypotheses: list[str]) -> None:
     """Log each sign of degeneration: in full the first time a kind shows up in this process,
     then one short line pointing back to that step."""
     step = session.progress.step
-    for finding in degenerate_warnings(hypotheses, read_metrics(session.paths.metrics)):
+    findings = degenerate_warnings(hypotheses, read_metrics(session.paths.metrics))
+    session.last_findings = tuple(finding.kind for finding in findings)
+    for finding in findings:
         if finding.kind in session.warned_at:  # the advice was given once; say it persists
             log.warning("step %d: still %s (advice at step %d)", step, finding.seen,
                         session.warned_at[finding.kind])  # fmt: skip

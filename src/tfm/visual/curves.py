@@ -46,6 +46,8 @@ def draw_training_curves(
 
 def _line(ax, events: list[dict], key: str, label: str, **style) -> None:
     steps, values = series(events, key)
+    if len(steps) == 1:  # a run shorter than one log window: a line of one point needs a marker
+        style.setdefault("marker", "o")
     if steps:
         ax.plot(steps, values, label=label, markersize=4, **style)
 

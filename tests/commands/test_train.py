@@ -1,0 +1,167 @@
+"""`tfm train` as a newcomer and a script meet it: a log that says what is trained (the config's
+changes, the first pair in subword pieces) in plain lines when stderr is a file, TensorBoard
+files, a curve even for a short run, a time limit that never passes silently, and mistakes that
+leave the run directory as it was."""
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from tfm.cli import app
+from tfm.commands import train as train_command
+from tfm.config import to_yaml
+from tfm.visual import curves
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def write_config(path, config) -> str:
+    path.write_text(to_yaml(config), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory, tiny_config):
+    """A 3-step run with a log window of 2 steps, progress on (stderr is not a terminal)."""
+    where = tmp_path_factory.mktemp("train")
+    config = tiny_config(where / "run", max_steps=3, log_every=2, validate_every=3)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(where)
+        result = invoke("train", "--config", write_config(where / "c.yaml", config))
+    assert result.exit_code == 0, result.output
+    return result, where / "run"
+
+
+def test_the_log_is_plain_lines_that_say_what_is_trained(logged):
+    result, _ = logged
+    log = result.stderr
+    assert "\r" not in log and not [line for line in log.splitlines() if not line.strip()]
+    assert "config, where it differs from the defaults:\n" in log
+    assert "\n  model.d_model: 16\n" in log and "\n  train.max_steps: 3\n" in log
+    assert "\n  train.lr:" not in log  # at its default
+    pair = re.search(r"first training pair in subword pieces:\n  src: (.*)\n  tgt: (.*)\n", log)
+    assert pair and pair.group(1).endswith(" </s>") and pair.group(2).startswith("<s> ▁")
+    assert re.search(r"\nstep 2/3 \(epoch 1\): loss [\d.]+, lr [\d.e+-]+, [\d,]+ tokens/s, "
+                     r"0:00:\d\d elapsed, ~0:00:\d\d left\n", log)  # fmt: skip
+    assert re.search(r"\nthreads: \d+ \((OMP_NUM_THREADS=\d+|auto: \d+ physical core)", log)
+
+
+def test_tensorboard_event_files_hold_the_metrics(logged):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator"
+    )
+    _, run = logged
+    events = event_accumulator.EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train_loss", "lr", "tokens_per_s", "val_loss", "val_bleu", "val_chrf"} <= tags
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged_losses = [(e["step"], e["train_loss"]) for e in metrics if "train_loss" in e]
+    written = events.Scalars("train_loss")  # step 2, and the last step's partial window
+    assert [(e.step, pytest.approx(e.value)) for e in written] == logged_losses
+    assert [e.step for e in written] == [2, 3]
+
+
+def test_a_resumed_run_replaces_the_tensorboard_events_after_its_checkpoint(tmp_path, tiny_config):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator"
+    )
+    from tfm.training import train
+
+    run = tmp_path / "run"
+    train(tiny_config(run, max_steps=3, log_every=1, checkpoint_every=2), progress_bar=False)
+    (run / "checkpoints" / "step-00000003.pt").unlink()  # as if killed after step 3's events
+    train(tiny_config(run, max_steps=4, log_every=1), resume=True, progress_bar=False)
+    events = event_accumulator.EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged = [(e["step"], e["train_loss"]) for e in metrics if "train_loss" in e]
+    assert [e["step"] for e in metrics if "train_loss" in e] == [1, 2, 3, 4]
+    written = events.Scalars("train_loss")
+    assert [(e.step, pytest.approx(e.value)) for e in written] == logged
+
+
+def test_tensorboard_missing_is_said_once_and_training_goes_on(tmp_path, tiny_config, monkeypatch):
+    from tfm.training import tensorboard
+
+    monkeypatch.setattr(tensorboard.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.chdir(tmp_path)
+    config = write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "run", max_steps=1))
+    result = invoke("train", "--config", config, "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("the tensorboard package is not installed") == 1
+    assert not (tmp_path / "run" / "tensorboard").exists()
+
+
+def test_a_run_shorter_than_a_log_window_still_plots_its_training_loss(
+    tmp_path, tiny_config, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    config = tiny_config(tmp_path / "run", max_steps=3, log_every=50, tensorboard="false")
+    assert invoke("train", "--config", write_config(tmp_path / "c.yaml", config),
+                  "--no-progress").exit_code == 0  # fmt: skip
+    drawn = []
+    monkeypatch.setattr(curves, "save_figure", lambda figure, path: drawn.append(figure) or path)
+    assert invoke("plot", "--run", str(tmp_path / "run")).exit_code == 0
+    loss_panel = drawn[0].axes[0]
+    [training] = [line for line in loss_panel.get_lines() if line.get_label().startswith("train")]
+    assert list(training.get_xdata()) == [3] and training.get_marker() == "o"
+
+
+def test_a_time_limit_that_leaves_no_usable_model_fails_loudly_and_says_how_to_resume(
+    tmp_path, tiny_config, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    cut = tiny_config(tmp_path / "run", max_steps=4, max_minutes=1e-4, tensorboard="false")
+    config = write_config(tmp_path / "c.yaml", cut)
+    result = invoke("train", "--config", config, "--no-progress")
+    assert result.exit_code == 1
+    assert "!!! TRAINING CUT SHORT: the time limit train.max_minutes=0.0001 stopped training at " \
+        "step 1 of the 4 planned (validation BLEU " in result.stderr  # fmt: skip
+    assert "!!! The model is NOT usable yet: validation BLEU " in result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("tfm: error: the time limit train.max_minutes=0.0001 stopped")
+    command = re.search(r"resume without the time limit:\n  (tfm train .*)\n", result.stderr)
+    assert command.group(1) == f"tfm train --config {config} --resume --set train.max_minutes=null"
+    resumed = invoke(*command.group(1).split()[1:], "--no-progress")
+    assert resumed.exit_code == 0, resumed.output
+    assert "done: 4 steps (max_steps)" in resumed.stderr
+
+
+def test_a_time_limit_with_a_usable_model_warns_and_succeeds(tmp_path, tiny_config, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(train_command, "unusable_model", lambda bleu, findings: None)
+    cut = tiny_config(tmp_path / "run", max_steps=4, max_minutes=1e-4, tensorboard="false")
+    result = invoke("train", "--config", write_config(tmp_path / "c.yaml", cut), "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "!!! TRAINING CUT SHORT" in result.stderr and "!!! It is under-trained" in result.stderr
+    assert result.stdout.strip() == str(tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    ("mistake", "message"),
+    [
+        (["--device", "cuda"], "device 'cuda' was asked for"),
+        (["--set", "data.train={format: text, path: nowhere/train}"], "nowhere/train.en: no such"),
+    ],
+)
+def test_a_mistake_leaves_no_run_directory_and_the_fixed_command_works(
+    tmp_path, tiny_config, monkeypatch, mistake, message
+):
+    import torch
+
+    if "cuda" in mistake and torch.cuda.is_available():
+        pytest.skip("this machine has the GPU that the mistake asks for")
+    monkeypatch.chdir(tmp_path)
+    config = write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "run", max_steps=1))
+    failed = invoke("train", "--config", config, "--no-progress", *mistake)
+    assert failed.exit_code == 2 and message in failed.stderr
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "run").mkdir()  # what an earlier version left: a failed start's config.yaml
+    (tmp_path / "run" / "config.yaml").write_text("run_dir: run\n")
+    assert invoke("train", "--config", config, "--no-progress").exit_code == 0
+    assert (tmp_path / "run" / "last.pt").is_file()

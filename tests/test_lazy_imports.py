@@ -1,0 +1,53 @@
+"""Start-up cost: `tfm translate` and training on files or the toy corpus never import what they
+do not use. `datasets` (with pandas and pyarrow, about a second) is for hub and disk sources,
+matplotlib for pictures, sacreBLEU for scoring. Checked in a fresh process, whose sys.modules
+holds exactly what it imported."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfm.training import train
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+HEAVY = ("datasets", "pandas", "pyarrow", "matplotlib", "sacrebleu")
+
+CHILD = """
+import sys
+from tfm.cli import main
+from tfm.config import load_config
+from tfm.data.pipeline import load_texts
+
+config = load_config(None, ["data.toy.n_train=20", "data.toy.n_validation=2", "data.toy.n_test=2"])
+src, tgt, _ = load_texts(config.data, "train")  # the toy corpus
+assert len(src) == 20
+sys.argv = ["tfm", "translate", "--run", sys.argv[1], "the dog sees the cat"]
+try:
+    main()
+except SystemExit as exit:
+    assert not exit.code, exit.code
+print("heavy:", *[name for name in {heavy!r} if name in sys.modules], file=sys.stderr)
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, tiny_config) -> str:
+    where = tmp_path_factory.mktemp("lazy")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(where)
+        train(tiny_config(where / "run", max_steps=1, validate_every=1), progress_bar=False)
+    return str(where / "run")
+
+
+def test_translate_and_the_toy_corpus_import_no_heavy_module(run):
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD.format(heavy=HEAVY), run],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.count("\n") == 1  # the translation
+    assert child.stderr.splitlines()[-1] == "heavy:"
