@@ -167,6 +167,12 @@ class DataConfig(StrictModel):
         "decoded cleanly) in a split: warn with their count and first file:line, or refuse the "
         "data with that line.",
     )
+    cache_dir: str | None = Field(
+        None,
+        description="Folder of the data cache: the training split tokenized once and "
+        "memory-mapped, reused by every run on the same data; null: `.tfm-cache` beside "
+        "`run_dir`.",
+    )
 
 
 class TokenizerConfig(StrictModel):
@@ -196,6 +202,12 @@ class TokenizerConfig(StrictModel):
     )
     bpe_dropout_sides: Literal["both", "source", "target"] = Field(
         "both", description="Which side of the training pairs BPE-dropout re-segments."
+    )
+    train_sample: int | None = Field(
+        200_000,
+        ge=1,
+        description="BPE is learnt from at most this many training pairs, a fixed random sample "
+        "of a larger corpus (every character is kept); null: from every pair.",
     )
 
 

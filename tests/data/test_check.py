@@ -28,7 +28,7 @@ TEST = [("the cat reads .", "die Katze liest ."), ("a dog sleeps .", "ein Hund s
 
 @pytest.fixture
 def config_path(tmp_path):
-    lines = ["data:"]
+    lines = [f"run_dir: {tmp_path / 'run'}", "data:"]  # the data cache goes beside the run
     for split, pairs in (("train", TRAIN), ("validation", VALIDATION), ("test", TEST)):
         path = tmp_path / f"{split}.tsv"
         path.write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")

@@ -3,5 +3,6 @@
 
 Modules: train (`tfm train`), decode (`tfm eval`, `tfm translate`), input (the lines
 `tfm translate` reads: arguments, a file, or stdin as it arrives), pictures (`tfm attention`,
-`tfm positional`, `tfm plot`), runs (`tfm data check`, `tfm average`).
+`tfm positional`, `tfm plot`), runs (`tfm data check`, `tfm average`), prepare
+(`tfm data prepare`).
 """

@@ -24,6 +24,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,10 @@ def collate(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], pad_id: 
 @dataclass(frozen=True)
 class Pairs:
     """An epoch's framed training pairs before batching (src = ids + [EOS], tgt = [BOS] + ids +
-    [EOS]); pair i is (src[i], tgt[i])."""
+    [EOS]); pair i is (src[i], tgt[i]). Lists, or `RaggedIds` (or views) of the data cache."""
 
-    src: list[list[int]]
-    tgt: list[list[int]]
+    src: Sequence[Sequence[int]]
+    tgt: Sequence[Sequence[int]]
 
 
 @dataclass
@@ -87,8 +88,8 @@ class EpochData:
     """One epoch's training data: framed ids per pair, and the batches (lists of pair indices)
     in training order."""
 
-    src: list[list[int]]
-    tgt: list[list[int]]
+    src: Sequence[Sequence[int]]  # a list, or a `RaggedIds` (or view) of the data cache
+    tgt: Sequence[Sequence[int]]
     batches: list[list[int]]
 
     def batch(self, indices: Sequence[int]) -> Batch:
@@ -105,8 +106,8 @@ class TokenBatchSampler:
 
     def __init__(
         self,
-        src_lengths: Sequence[int],
-        tgt_lengths: Sequence[int],
+        src_lengths: Sequence[int] | np.ndarray,
+        tgt_lengths: Sequence[int] | np.ndarray,
         *,
         max_tokens: int,
         seed: int,
@@ -117,12 +118,18 @@ class TokenBatchSampler:
             raise ValueError(
                 f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths"
             )
-        widths = [max(s, t) for s, t in zip(src_lengths, tgt_lengths, strict=True)]
+        src = np.asarray(src_lengths, dtype=np.int64)
+        widths = np.maximum(src, np.asarray(tgt_lengths, dtype=np.int64))
         _check(widths, max_tokens)
         self.seed, self.shuffle = seed, shuffle
-        self._order = sorted(range(len(widths)), key=lambda i: (widths[i], src_lengths[i]))
-        self._groups = _runs([(widths[i], src_lengths[i]) for i in self._order])
-        self._bounds = _cut([widths[i] for i in self._order], max_tokens)
+        # By width, then source length; ties in index order (lexsort is stable, as sorted() is).
+        order = np.lexsort((src, widths))
+        sorted_widths, sorted_src = widths[order], src[order]
+        changes = (np.diff(sorted_widths) != 0) | (np.diff(sorted_src) != 0)
+        starts = np.concatenate([[0], np.flatnonzero(changes) + 1]).tolist()
+        self._order: list[int] = order.tolist()
+        self._groups = list(zip(starts, [*starts[1:], len(order)], strict=True))
+        self._bounds = _cut(sorted_widths.tolist(), max_tokens)
         if not quiet:  # BPE-dropout builds one sampler an epoch; the plain one has warned
             _warn_oversized(widths, max_tokens)
 
@@ -176,10 +183,10 @@ def padding_share(
     return real / padded
 
 
-def _check(widths: Sequence[int], max_tokens: int) -> None:
+def _check(widths: Sequence[int] | np.ndarray, max_tokens: int) -> None:
     if max_tokens < 1:
         raise ValueError(f"max_tokens={max_tokens} must be positive")
-    if widths and min(widths) < 1:
+    if len(widths) and min(widths) < 1:
         raise ValueError(f"sequence lengths must be positive, got {min(widths)}")
 
 
@@ -196,22 +203,12 @@ def _cut(sorted_widths: Sequence[int], max_tokens: int) -> list[tuple[int, int]]
     return bounds
 
 
-def _runs(keys: Sequence[object]) -> list[tuple[int, int]]:
-    """[start, end) spans of equal consecutive keys."""
-    spans, start = [], 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            spans.append((start, i))
-            start = i
-    return spans
-
-
-def _warn_oversized(widths: Sequence[int], max_tokens: int) -> None:
-    over = [w for w in widths if w > max_tokens]
-    if over:
+def _warn_oversized(widths: np.ndarray, max_tokens: int) -> None:
+    over = widths[widths > max_tokens]
+    if len(over):
         log.warning(
             "%d example(s) longer than max_tokens=%d (longest %d): each gets a batch of its own",
             len(over),
             max_tokens,
-            max(over),
+            int(over.max()),
         )

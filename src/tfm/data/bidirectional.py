@@ -13,14 +13,15 @@ pairs anew for that epoch, so a run resumes inside a both-ways epoch exactly.
 from __future__ import annotations
 
 from tfm.data.batching import Pairs
+from tfm.data.ragged import Joined, Reframed
 from tfm.data.tokenizer import BOS_ID
 
 
 def both_directions(pairs: Pairs) -> Pairs:
     """`pairs`, then each pair reversed: pair i's reverse is pair n + i, its source the target
     without BOS (ids + [EOS]), its target the source with BOS in front ([BOS] + ids + [EOS])."""
-    src = pairs.src + [t[1:] for t in pairs.tgt]
-    tgt = pairs.tgt + [[BOS_ID, *s] for s in pairs.src]
+    src = Joined(pairs.src, Reframed(pairs.tgt, drop=1))  # views: nothing is copied
+    tgt = Joined(pairs.tgt, Reframed(pairs.src, prefix=[BOS_ID]))
     return Pairs(src=src, tgt=tgt)
 
 

@@ -4,17 +4,27 @@ Per split: pairs kept and dropped, length statistics in words (whitespace) and i
 of the tokenizer the config would train, tokens per word, the `<unk>` rate, length-ratio outliers
 (likely misaligned lines), duplicate pairs, and for validation and test the sentences they share
 with train (which inflate scores). `notes` says in words which of these look like a problem.
+
+The training split is prepared in the data cache exactly as training prepares it (and training
+then reuses it), and is read from there in one streaming pass: memory grows by a few numbers per
+pair, never by the corpus's text. Duplicates and overlaps are counted on 64-bit hashes of the
+sentences.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 
+import numpy as np
+
 from tfm.config import SPLITS, Config
-from tfm.data.pipeline import fit_tokenizer, load_texts
+from tfm.data.cache import prepared_entry
+from tfm.data.pipeline import load_texts
+from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -30,22 +40,31 @@ EXAMPLES = 3
 
 def check_data(config: Config) -> dict:
     """The report (JSON-ready) for the config's data and tokenizer sections."""
-    texts, reports = {}, {}
-    for name in SPLITS:
-        src, tgt, report = load_texts(config.data, name)
-        texts[name], reports[name] = (src, tgt), report
-        log.info(report.summary())
-    tokenizer = fit_tokenizer(*texts["train"], config.tokenizer)
-    train_sources = set(texts["train"][0])
-    train_pairs = set(zip(*texts["train"], strict=True))
+    entry = prepared_entry(config)
+    report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
+    tokenizer = entry.tokenizer()
+    reports = {"train": entry.report()}
+    src_ids, tgt_ids = entry.ids("src"), entry.ids("tgt")
+    texts: dict[str, tuple[Sequence[str], Sequence[str]]] = {
+        "train": (entry.texts("src"), entry.texts("tgt"))
+    }
+    tokens = {"train": _tokens(src_ids.lengths - 1, tgt_ids.lengths - 2,
+                               [src_ids.values, tgt_ids.values])}  # fmt: skip
+    for name in SPLITS[1:]:
+        src, tgt, reports[name] = load_texts(config.data, name)
+        log.info(reports[name].summary())
+        texts[name] = (src, tgt)
+        tokens[name] = _encoded(src, tgt, tokenizer)
+    scans = {name: _scan(src, tgt) for name, (src, tgt) in texts.items()}
     splits = {}
-    for name, (src, tgt) in texts.items():
-        stats = {"read": reports[name].read, "pairs": len(src), "dropped": reports[name].dropped}
-        stats.update(_lengths(src, tgt, tokenizer, config.data.max_length))
-        stats.update(_pairs(src, tgt))
+    for name in texts:
+        stats = {"read": reports[name].read, "pairs": len(texts[name][0]),
+                 "dropped": reports[name].dropped}  # fmt: skip
+        stats.update(_lengths(scans[name], tokens[name], config.data.max_length))
+        stats.update(_pairs(scans[name], *texts[name]))
         if name != "train":
-            stats["src_in_train"] = sum(s in train_sources for s in src)
-            stats["pairs_in_train"] = sum(p in train_pairs for p in zip(src, tgt, strict=True))
+            stats["src_in_train"] = _shared(scans[name]["src_hash"], scans["train"]["src_hash"])
+            stats["pairs_in_train"] = _shared(scans[name]["pair_hash"], scans["train"]["pair_hash"])
         splits[name] = stats
     result: dict = {
         "data": {"src_lang": config.data.src_lang, "tgt_lang": config.data.tgt_lang},
@@ -60,35 +79,65 @@ def check_data(config: Config) -> dict:
     return result
 
 
-def _lengths(src: list[str], tgt: list[str], tokenizer: Tokenizer, max_length: int) -> dict:
+def _scan(src: Iterable[str], tgt: Iterable[str]) -> dict[str, np.ndarray]:
+    """One pass over a split's pairs: words per side, and hashes of each source and pair."""
+    names = ("src_words", "tgt_words", "src_hash", "pair_hash")
+    columns = {name: array("q") for name in names}  # 8 bytes a number, not a Python int
+    add = [columns[name].append for name in names]
+    for s, t in zip(src, tgt, strict=True):
+        add[0](len(s.split()))
+        add[1](len(t.split()))
+        add[2](hash(s))
+        add[3](hash((s, t)))
+    return {name: np.frombuffer(values, dtype=np.int64) for name, values in columns.items()}
+
+
+def _tokens(src: np.ndarray, tgt: np.ndarray, ids: Sequence[Sequence[int] | np.ndarray]) -> dict:
+    """Subword tokens per sentence (unframed) and `<unk>` counts, per side."""
+    unknown = [int(np.count_nonzero(np.asarray(side) == UNK_ID)) for side in ids]
+    return {"src": src, "tgt": tgt, "src_unk": unknown[0], "tgt_unk": unknown[1]}
+
+
+def _encoded(src: list[str], tgt: list[str], tokenizer: Tokenizer) -> dict:
     with _quiet(logging.getLogger("tfm.data.tokenizer")):  # <unk> is counted here, not warned
         src_ids, tgt_ids = tokenizer.encode_src(src), tokenizer.encode_tgt(tgt)
+    flat = [
+        np.fromiter((i for ids in side for i in ids), dtype=np.int64) for side in (src_ids, tgt_ids)
+    ]
+    lengths = [
+        np.fromiter(map(len, side), dtype=np.int64, count=len(side)) for side in (src_ids, tgt_ids)
+    ]
+    return _tokens(lengths[0], lengths[1], flat)
+
+
+def _lengths(scan: dict[str, np.ndarray], tokens: dict, max_length: int) -> dict:
     out: dict = {}
-    for side, sentences, ids in (("src", src, src_ids), ("tgt", tgt, tgt_ids)):
-        words = [len(s.split()) for s in sentences]
-        tokens = [len(i) for i in ids]
+    for side in ("src", "tgt"):
+        words, counts = scan[f"{side}_words"], tokens[side]
         out[f"{side}_words"] = length_stats(words)
-        out[f"{side}_tokens"] = length_stats(tokens)
-        out[f"{side}_tokens_per_word"] = round(sum(tokens) / max(sum(words), 1), 3)
-        out[f"{side}_unk_rate"] = round(sum(i.count(UNK_ID) for i in ids) / max(sum(tokens), 1), 5)
-    out["longer_than_max_length"] = sum(
-        max(len(s), len(t)) > max_length for s, t in zip(src_ids, tgt_ids, strict=True)
+        out[f"{side}_tokens"] = length_stats(counts)
+        out[f"{side}_tokens_per_word"] = round(int(counts.sum()) / max(int(words.sum()), 1), 3)
+        out[f"{side}_unk_rate"] = round(tokens[f"{side}_unk"] / max(int(counts.sum()), 1), 5)
+    out["longer_than_max_length"] = int(
+        np.count_nonzero(np.maximum(tokens["src"], tokens["tgt"]) > max_length)
     )
     return out
 
 
-def _pairs(src: list[str], tgt: list[str]) -> dict:
-    outliers = [(s, t) for s, t in zip(src, tgt, strict=True) if length_ratio(s, t) > RATIO_LIMIT]
-    seen: set[tuple[str, str]] = set()
-    duplicates = 0
-    for pair in zip(src, tgt, strict=True):
-        duplicates += pair in seen
-        seen.add(pair)
+def _pairs(scan: dict[str, np.ndarray], src: Sequence[str], tgt: Sequence[str]) -> dict:
+    a, b = scan["src_words"] + 1, scan["tgt_words"] + 1
+    outliers = np.flatnonzero(np.maximum(a, b) / np.minimum(a, b) > RATIO_LIMIT)
+    hashes = scan["pair_hash"]
     return {
         "length_ratio_outliers": len(outliers),
-        "length_ratio_examples": [list(pair) for pair in outliers[:EXAMPLES]],
-        "duplicate_pairs": duplicates,
+        "length_ratio_examples": [[src[i], tgt[i]] for i in outliers[:EXAMPLES].tolist()],
+        "duplicate_pairs": len(hashes) - len(np.unique(hashes)),
     }
+
+
+def _shared(hashes: np.ndarray, train: np.ndarray) -> int:
+    """How many of `hashes` occur in `train`."""
+    return int(np.count_nonzero(np.isin(hashes, train)))
 
 
 def length_ratio(src: str, tgt: str) -> float:
@@ -97,17 +146,17 @@ def length_ratio(src: str, tgt: str) -> float:
     return max(a, b) / min(a, b)
 
 
-def length_stats(lengths: Sequence[int]) -> dict:
+def length_stats(lengths: Sequence[int] | np.ndarray) -> dict:
     """mean, median, 95th percentile (nearest rank) and max of `lengths`."""
-    if not lengths:
+    if not len(lengths):
         return {"mean": 0.0, "median": 0, "p95": 0, "max": 0}
-    ordered = sorted(lengths)
+    ordered = np.sort(np.asarray(lengths, dtype=np.int64))
     rank = max(math.ceil(0.95 * len(ordered)), 1)
     return {
-        "mean": round(sum(ordered) / len(ordered), 2),
-        "median": ordered[(len(ordered) - 1) // 2],
-        "p95": ordered[rank - 1],
-        "max": ordered[-1],
+        "mean": round(float(ordered.mean()), 2),
+        "median": int(ordered[(len(ordered) - 1) // 2]),
+        "p95": int(ordered[rank - 1]),
+        "max": int(ordered[-1]),
     }
 
 

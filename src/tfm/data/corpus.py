@@ -8,22 +8,24 @@ raw pairs (`formats.py` for files; here for hub, disk and toy), strip surroundin
 each sentence (inner whitespace is kept), drop pairs with an empty side as a pair (alignment kept;
 counted as "empty"). Problems in the data raise `DataError` naming the file,
 the line and what was expected; decisions (drops) are counted in the `LoadReport`.
-Only `hub` touches the network, and only `hub` and `disk` import `datasets` (with pandas and
-pyarrow, a second of start-up that the other formats do not pay).
+Control and replacement characters are warned about or refused (`screening`), and the report
+names the first lines of each kind of dropped pair. Only `hub` touches the network, and only
+`hub` and `disk` import `datasets` (with pandas and pyarrow, a second of start-up that the
+other formats do not pay).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfm.config import SourceConfig, ToyConfig
-from tfm.data.formats import Pairs, field_names, read_jsonl, read_text, read_tsv
-from tfm.data.screening import first_lines, screen_characters
+from tfm.data.formats import Pairs, PairStream, field_names, jsonl_pairs, text_pairs, tsv_pairs
+from tfm.data.screening import CharacterScreen, first_lines, report_characters
 from tfm.errors import DataError
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class LoadReport:
     Later stages (e.g. length filtering after tokenization) add their drops with `drop()`. With
     the indices of the dropped pairs (`at`), the summary names the first lines (or rows) of each
     reason; `skipped` holds the read indices of the pairs dropped when loading (empty sides).
+    `characters` is what `screening` found in the text (None: nothing).
     """
 
     split: str
@@ -52,6 +55,7 @@ class LoadReport:
     unit: str = "line"  # what `first` counts: "line" (from 1) or "row" (from 0)
     skipped: list[int] = field(default_factory=list)
     first: dict[str, list[int]] = field(default_factory=dict)  # reason -> first lines or rows
+    characters: dict | None = None
 
     def drop(self, reason: str, n: int, *, at: Sequence[int] = ()) -> None:
         """Record that `n` of the kept pairs, at indices `at` among them, were dropped."""
@@ -60,7 +64,7 @@ class LoadReport:
         if n:
             self.kept -= n
             self.dropped[reason] = self.dropped.get(reason, 0) + n
-        if at and reason not in self.first:
+        if len(at) and reason not in self.first:
             self.first[reason] = first_lines(at, self.skipped, self.unit)
 
     def summary(self) -> str:
@@ -90,48 +94,101 @@ def load_split(
     src_lang: str,
     tgt_lang: str,
     toy: ToyConfig,
-    control_chars: str = "warn",
+    control_chars: str | None = "warn",
 ) -> tuple[dict[str, list[str]], LoadReport]:
-    """Read the `split` pairs that `source` names, cleaned; see the module docstring. Control
-    characters in them are warned about or refused, as `control_chars` says (`screening`)."""
+    """Read the `split` pairs that `source` names, cleaned; see the module docstring."""
+    stream, cleaner = stream_split(
+        source, split=split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy,
+        control_chars=control_chars,
+    )  # fmt: skip
+    src, tgt = [], []
+    for src_text, tgt_text in stream:
+        src.append(src_text)
+        tgt.append(tgt_text)
+    return {"src": src, "tgt": tgt}, cleaner.report()
+
+
+def stream_split(
+    source: SourceConfig,
+    *,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    toy: ToyConfig,
+    control_chars: str | None = None,
+) -> tuple[Iterator[tuple[str, str]], Cleaner]:
+    """`load_split` one cleaned pair at a time; `cleaner.report()` once they are all read.
+
+    The file formats (`text`, `tsv`, `jsonl`) stream, so a corpus larger than memory goes
+    through; `hub`, `disk` and `toy` are read whole first. With `control_chars` ("warn" or
+    "refuse", as `data.control_chars`), the raw text is screened (`screening`); None: not.
+    """
     if src_lang == tgt_lang:
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
     key = f"data.{split}"
     langs = {"src_lang": src_lang, "tgt_lang": tgt_lang}
     path = source.path or ""  # the schema requires a path for the formats that read one
     if source.format == "text":
-        pairs = read_text(path, key=key, **langs)
+        stream = text_pairs(path, key=key, **langs)
     elif source.format == "tsv":
-        pairs = read_tsv(path, columns=source.columns, key=key, **langs)
+        stream = tsv_pairs(path, columns=source.columns, key=key, **langs)
     elif source.format == "jsonl":
-        pairs = read_jsonl(path, fields=source.fields, key=key, **langs)
-    elif source.format == "hub":
-        pairs = _read_hub(source, split=split, key=key, **langs)
-    elif source.format == "disk":
-        pairs = _read_disk(source, split=split, key=key, **langs)
+        stream = jsonl_pairs(path, fields=source.fields, key=key, **langs)
     else:
-        pairs = _read_toy(toy, split=split, **langs)
-    screen_characters(pairs, source=source, split=split, policy=control_chars, **langs)
-    return _clean(pairs, split=split)
-
-
-def _clean(pairs: Pairs, *, split: str) -> tuple[dict[str, list[str]], LoadReport]:
-    """Strip each sentence, drop pairs with an empty side, count them."""
-    src, tgt, empty = [], [], []
-    for i, (src_text, tgt_text) in enumerate(zip(pairs.src, pairs.tgt, strict=True)):
-        src_text, tgt_text = src_text.strip(), tgt_text.strip()
-        if src_text and tgt_text:
-            src.append(src_text)
-            tgt.append(tgt_text)
+        if source.format == "hub":
+            pairs = _read_hub(source, split=split, key=key, **langs)
+        elif source.format == "disk":
+            pairs = _read_disk(source, split=split, key=key, **langs)
         else:
-            empty.append(i)
-    read = len(pairs.src)
-    report = LoadReport(split=split, origin=pairs.origin, read=read, kept=read, unit=pairs.unit)
-    report.drop("empty", len(empty), at=empty)
-    report.skipped = empty
-    if not src:
-        raise DataError(f"{pairs.origin}: no pairs left for {split}: {report.summary()}")
-    return {"src": src, "tgt": tgt}, report
+            pairs = _read_toy(toy, split=split, **langs)
+        rows = zip(pairs.src, pairs.tgt, strict=True)
+        stream = PairStream(rows, pairs.origin, pairs.unit)
+    raw: Iterable[tuple[str, str]] = stream.pairs
+    screen = None
+    if control_chars is not None:
+        screen = CharacterScreen(
+            source=source, split=split, origin=stream.origin, unit=stream.unit,
+            langs=(src_lang, tgt_lang), policy=control_chars,
+        )  # fmt: skip
+        raw = screen.watch(raw)
+    cleaner = Cleaner(split=split, origin=stream.origin, unit=stream.unit, screen=screen)
+    return cleaner.clean(raw), cleaner
+
+
+class Cleaner:
+    """Strips each sentence and drops pairs with an empty side as a pair, counting them."""
+
+    def __init__(
+        self, *, split: str, origin: str, unit: str, screen: CharacterScreen | None = None
+    ) -> None:
+        self.split, self.origin, self.unit, self.screen = split, origin, unit, screen
+        self.read = 0
+        self.empty: list[int] = []  # the read indices of the dropped pairs
+
+    def clean(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+        for src_text, tgt_text in pairs:
+            self.read += 1
+            src_text, tgt_text = src_text.strip(), tgt_text.strip()
+            if src_text and tgt_text:
+                yield src_text, tgt_text
+            else:
+                self.empty.append(self.read - 1)
+
+    def report(self) -> LoadReport:
+        """What was read and dropped (for the caller to log, once every drop is in), and the
+        characters the screen found (warned about now); DataError when no pair is left."""
+        read = self.read
+        report = LoadReport(
+            split=self.split, origin=self.origin, read=read, kept=read, unit=self.unit
+        )
+        report.drop("empty", len(self.empty), at=self.empty)
+        report.skipped = self.empty
+        if self.screen is not None:
+            report.characters = self.screen.found()
+            report_characters(report.characters, split=self.split, policy=self.screen.policy)
+        if not report.kept:
+            raise DataError(f"{self.origin}: no pairs left for {self.split}: {report.summary()}")
+        return report
 
 
 # --- hub and disk: one path from a Dataset(Dict) to pairs ------------------------------------

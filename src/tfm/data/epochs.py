@@ -25,6 +25,7 @@ from tfm.data.batching import EpochData, Pairs, TokenBatchSampler
 from tfm.data.bidirectional import BothDirections
 from tfm.data.bpe_dropout import BpeDropout
 from tfm.data.pipeline import EncodedSplit
+from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,8 @@ class EpochPlan:
         self.split, self.max_tokens, self.seed = split, max_tokens, seed
         self.transforms = list(transforms)
         self.sampler = TokenBatchSampler(
-            [len(s) for s in split.src],
-            [len(t) for t in split.tgt],
+            lengths_of(split.src),
+            lengths_of(split.tgt),
             max_tokens=max_tokens,
             seed=seed,
         )
@@ -105,8 +106,8 @@ class EpochPlan:
                 log.log(level, "epoch %d: %s", epoch, transform.describe(pairs, changed, epoch))
             pairs = changed
         sampler = TokenBatchSampler(
-            [len(s) for s in pairs.src],
-            [len(t) for t in pairs.tgt],
+            lengths_of(pairs.src),
+            lengths_of(pairs.tgt),
             max_tokens=self.max_tokens,
             seed=self.seed,
             quiet=True,  # `self.sampler` has warned about examples over the budget
@@ -141,7 +142,8 @@ class EpochPlan:
 
     def fingerprint(self) -> str:
         """What identifies the training pairs every epoch is built from (their ids, in order):
-        a resumed run must train on the same ones."""
+        a resumed run must train on the same ones. Checkpoints written before the data cache
+        (`tfm.data.cache`) store this; newer ones store the cache entry's, which is cheaper."""
         digest = hashlib.sha256()
         for src, tgt in zip(self.split.src, self.split.tgt, strict=True):
             digest.update(json.dumps([src, tgt]).encode())

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from tfm.errors import DataError
 
 logger = logging.getLogger(__name__)
 
 BOM = b"\xef\xbb\xbf"
+BLOCK_SIZE = 1 << 22  # bytes read at a time: 4 MiB
 
 
 class Pairs(NamedTuple):
@@ -37,49 +39,118 @@ class Pairs(NamedTuple):
     unit: str  # "line": pair i is line i + 1; "row": pair i is dataset row i
 
 
+class PairStream(NamedTuple):
+    """`Pairs` one at a time, for corpora larger than memory; errors come as the pairs are read."""
+
+    pairs: Iterator[tuple[str, str]]
+    origin: str
+    unit: str
+
+
 def read_lines(path: Path, *, key: str) -> list[str]:
     """The lines of a UTF-8 file, split on b"\\n" only; `key` is the config key to fix."""
+    return list(iter_lines(path, key=key))
+
+
+def iter_lines(path: Path, *, key: str, block_size: int = BLOCK_SIZE) -> Iterator[str]:
+    """`read_lines`, one line at a time: the file is read in blocks of `block_size` bytes, so a
+    corpus larger than memory streams through. The file is opened at the first `next()`."""
     try:
-        data = path.read_bytes()
+        file = path.open("rb")
     except FileNotFoundError:
         raise DataError(f"{path}: no such file (check {key})") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read it ({exc.strerror}; check {key})") from None
-    start = len(BOM) if data.startswith(BOM) else 0
-    try:
-        text = data[start:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(_invalid_utf8(path, data, start + exc.start)) from None
-    lines = text.split("\n")
-    if lines[-1] == "":  # the final newline, or an empty file
-        lines.pop()
-    n_inner_cr = text.count("\r") - text.count("\r\n")
-    if n_inner_cr:
-        logger.warning("%s: %d carriage returns inside lines, kept as text", path, n_inner_cr)
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    with file:
+        yield from _decoded_lines(file, path, key=key, block_size=block_size)
 
 
-def _invalid_utf8(path: Path, data: bytes, position: int) -> str:
-    line = data.count(b"\n", 0, position) + 1
+def _decoded_lines(file: BinaryIO, path: Path, *, key: str, block_size: int) -> Iterator[str]:
+    """Each block is cut after its last b"\\n" (the rest is carried into the next one), decoded
+    and split; `bom` keeps byte positions on line 1 as in the file, BOM included."""
+    number, carry, inner_cr, bom = 0, b"", 0, 0
+    while True:
+        try:
+            block = file.read(block_size)
+        except OSError as exc:
+            raise DataError(f"{path}: cannot read it ({exc.strerror}; check {key})") from None
+        if number == 0 and not carry and block.startswith(BOM):
+            block, bom = block[len(BOM) :], len(BOM)
+        if block:
+            data = carry + block
+            end = data.rfind(b"\n") + 1
+            chunk, carry = data[:end], data[end:]
+        else:  # the end of the file: what is left is the last line, without a newline
+            chunk, carry = carry, b""
+        if chunk:
+            inner_cr += chunk.count(b"\r") - chunk.count(b"\r\n")
+            try:
+                text = chunk.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(_invalid_utf8(path, chunk, exc.start, number, bom)) from None
+            lines = text.split("\n")
+            if block:
+                lines.pop()  # the empty rest after the chunk's final newline
+            number += len(lines)
+            yield from (line[:-1] if line.endswith("\r") else line for line in lines)
+        if not block:
+            break
+    if inner_cr:
+        logger.warning("%s: %d carriage returns inside lines, kept as text", path, inner_cr)
+
+
+def _invalid_utf8(path: Path, data: bytes, position: int, lines_before: int, bom: int) -> str:
+    line = lines_before + data.count(b"\n", 0, position) + 1
     column = position - (data.rfind(b"\n", 0, position) + 1) + 1
+    column += bom if line == 1 else 0  # a byte position in the file, as an editor counts it
     bad = data[position : position + 4]
     return (
         f"{path}:{line}: invalid UTF-8 at byte {column} of the line ({bad!r}); expected UTF-8 text"
     )
 
 
+def collect(stream: PairStream) -> Pairs:
+    """All pairs of `stream` in two lists."""
+    src, tgt = [], []
+    for src_text, tgt_text in stream.pairs:
+        src.append(src_text)
+        tgt.append(tgt_text)
+    return Pairs(src, tgt, stream.origin, stream.unit)
+
+
 def read_text(prefix: str, *, src_lang: str, tgt_lang: str, key: str) -> Pairs:
     """Two aligned files `{prefix}.{src_lang}` and `{prefix}.{tgt_lang}`, one sentence a line."""
-    src_path, tgt_path = Path(f"{prefix}.{src_lang}"), Path(f"{prefix}.{tgt_lang}")
+    return collect(text_pairs(prefix, src_lang=src_lang, tgt_lang=tgt_lang, key=key))
+
+
+def text_pairs(prefix: str, *, src_lang: str, tgt_lang: str, key: str) -> PairStream:
+    """`read_text`, streamed."""
+    src_path, tgt_path = text_files(prefix, src_lang=src_lang, tgt_lang=tgt_lang)
     hint = f"{key}.path is '{prefix}'; format 'text' reads {src_path} and {tgt_path}"
-    src = read_lines(src_path, key=hint)
-    tgt = read_lines(tgt_path, key=hint)
-    if len(src) != len(tgt):
-        raise DataError(
-            f"{src_path} has {len(src):,} lines but {tgt_path} has {len(tgt):,}; "
-            "aligned files need the same number of lines"
-        )
-    return Pairs(src, tgt, f"{prefix}.{{{src_lang},{tgt_lang}}}", "line")
+
+    def pairs() -> Iterator[tuple[str, str]]:
+        src, tgt = iter_lines(src_path, key=hint), iter_lines(tgt_path, key=hint)
+        n = 0
+        while True:
+            src_text, tgt_text = next(src, None), next(tgt, None)
+            if src_text is None or tgt_text is None:
+                break
+            n += 1
+            yield src_text, tgt_text
+        if src_text is not None or tgt_text is not None:  # one file ended first: count the other
+            n_src = n + (src_text is not None) + sum(1 for _ in src)
+            n_tgt = n + (tgt_text is not None) + sum(1 for _ in tgt)
+            raise DataError(
+                f"{src_path} has {n_src:,} lines but {tgt_path} has {n_tgt:,}; "
+                "aligned files need the same number of lines"
+            )
+
+    return PairStream(pairs(), f"{prefix}.{{{src_lang},{tgt_lang}}}", "line")
+
+
+def text_files(prefix: str, *, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+    """The two files format `text` reads, source first."""
+    return Path(f"{prefix}.{src_lang}"), Path(f"{prefix}.{tgt_lang}")
 
 
 def read_tsv(
@@ -89,6 +160,13 @@ def read_tsv(
 
     No quote processing: a '"' is text, so it cannot swallow the lines after it.
     """
+    return collect(tsv_pairs(path, columns=columns, src_lang=src_lang, tgt_lang=tgt_lang, key=key))
+
+
+def tsv_pairs(
+    path: str, *, columns: list[str] | None, src_lang: str, tgt_lang: str, key: str
+) -> PairStream:
+    """`read_tsv`, streamed."""
     columns = columns if columns is not None else [src_lang, tgt_lang]
     if len(columns) != 2 or set(columns) != {src_lang, tgt_lang}:
         raise DataError(
@@ -96,45 +174,56 @@ def read_tsv(
             f"'{tgt_lang}' in the order of the file's columns"
         )
     src_column = columns.index(src_lang)
-    src, tgt = [], []
-    for number, line in enumerate(read_lines(Path(path), key=f"{key}.path"), start=1):
-        fields = line.split("\t")
-        if len(fields) != 2:
-            if line.strip():
-                raise DataError(
-                    f"{path}:{number}: expected 2 tab-separated fields ({columns[0]}, "
-                    f"{columns[1]}), found {len(fields)}: {_preview(line)}"
-                )
-            fields = ["", ""]
-        src.append(fields[src_column])
-        tgt.append(fields[1 - src_column])
-    return Pairs(src, tgt, path, "line")
+
+    def pairs() -> Iterator[tuple[str, str]]:
+        for number, line in enumerate(iter_lines(Path(path), key=f"{key}.path"), start=1):
+            fields = line.split("\t")
+            if len(fields) != 2:
+                if line.strip():
+                    raise DataError(
+                        f"{path}:{number}: expected 2 tab-separated fields ({columns[0]}, "
+                        f"{columns[1]}), found {len(fields)}: {_preview(line)}"
+                    )
+                fields = ["", ""]
+            yield fields[src_column], fields[1 - src_column]
+
+    return PairStream(pairs(), path, "line")
 
 
 def read_jsonl(
     path: str, *, fields: dict[str, str], src_lang: str, tgt_lang: str, key: str
 ) -> Pairs:
     """One JSON object a line; `fields` maps a language to its field ("a.b" is nested)."""
+    return collect(jsonl_pairs(path, fields=fields, src_lang=src_lang, tgt_lang=tgt_lang, key=key))
+
+
+def jsonl_pairs(
+    path: str, *, fields: dict[str, str], src_lang: str, tgt_lang: str, key: str
+) -> PairStream:
+    """`read_jsonl`, streamed."""
     src_field, tgt_field = field_names(fields, src_lang=src_lang, tgt_lang=tgt_lang, key=key)
-    src, tgt = [], []
-    for number, line in enumerate(read_lines(Path(path), key=f"{key}.path"), start=1):
-        if not line.strip():
-            src.append("")
-            tgt.append("")
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})"
-            ) from None
-        if not isinstance(record, dict):
-            found = type(record).__name__
-            raise DataError(f"{path}:{number}: expected a JSON object, found {found}")
-        where = f"{path}:{number}"
-        src.append(_lookup(record, src_field, lang=src_lang, where=where, key=key))
-        tgt.append(_lookup(record, tgt_field, lang=tgt_lang, where=where, key=key))
-    return Pairs(src, tgt, path, "line")
+
+    def pairs() -> Iterator[tuple[str, str]]:
+        for number, line in enumerate(iter_lines(Path(path), key=f"{key}.path"), start=1):
+            if not line.strip():
+                yield "", ""
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(
+                    f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
+            if not isinstance(record, dict):
+                found = type(record).__name__
+                raise DataError(f"{path}:{number}: expected a JSON object, found {found}")
+            where = f"{path}:{number}"
+            yield (
+                _lookup(record, src_field, lang=src_lang, where=where, key=key),
+                _lookup(record, tgt_field, lang=tgt_lang, where=where, key=key),
+            )
+
+    return PairStream(pairs(), path, "line")
 
 
 def field_names(fields: dict[str, str], *, src_lang: str, tgt_lang: str, key: str) -> list[str]:

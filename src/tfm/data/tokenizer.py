@@ -30,9 +30,10 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain
 from pathlib import Path
+from typing import cast
 
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HfTokenizer
@@ -66,7 +67,13 @@ def _untrained() -> HfTokenizer:
 
 
 def _train_one(
-    texts: Sequence[str], side: str, *, vocab_size: int, min_frequency: int
+    texts: Sequence[str],
+    side: str,
+    *,
+    vocab_size: int,
+    min_frequency: int,
+    alphabet: Sequence[str] = (),
+    progress: bool = False,
 ) -> HfTokenizer:
     n_lines = len(texts)
     if not any(text.strip() for text in texts):
@@ -76,7 +83,8 @@ def _train_one(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         special_tokens=list(SPECIAL_TOKENS),
-        show_progress=False,
+        show_progress=progress,
+        initial_alphabet=list(alphabet),  # [] is the trainer's default
     )
     tok.train_from_iterator(texts, trainer, length=n_lines)
     if tok.get_vocab_size() > vocab_size:  # the trainer keeps every character, whatever the size
@@ -99,23 +107,43 @@ def train_tokenizer(
     vocab_size: int = 8000,
     min_frequency: int = 2,
     joint: bool = True,
+    alphabets: Mapping[str, Sequence[str]] | None = None,
+    progress: bool = False,
 ) -> Tokenizer:
-    """Train BPE on the training split; deterministic for the same texts and settings."""
+    """Train BPE on the training split; deterministic for the same texts and settings.
+
+    `alphabets` ({"src": chars, "tgt": chars}) adds characters to each vocabulary that the texts
+    may lack: those of a whole corpus when BPE learns from a sample of it (`tfm.data.store`).
+    `progress` shows the `tokenizers` trainer's own progress bars on stderr.
+    """
+    alphabets = alphabets or {"src": (), "tgt": ()}
     if min_frequency < 1:
         raise ValueError(f"min_frequency={min_frequency} must be at least 1")
     start = time.perf_counter()
     if joint:
         texts = list(chain(src_texts, tgt_texts))
         shared = _train_one(
-            texts, "source+target", vocab_size=vocab_size, min_frequency=min_frequency
+            texts,
+            "source+target",
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            alphabet=sorted({*alphabets["src"], *alphabets["tgt"]}),
+            progress=progress,
         )
         result = Tokenizer(src=shared, tgt=shared)
     else:
-        kwargs = {"vocab_size": vocab_size, "min_frequency": min_frequency}
-        result = Tokenizer(
-            src=_train_one(src_texts, "source", **kwargs),
-            tgt=_train_one(tgt_texts, "target", **kwargs),
+        src, tgt = (
+            _train_one(
+                texts,
+                name,
+                vocab_size=vocab_size,
+                min_frequency=min_frequency,
+                alphabet=alphabets[side],
+                progress=progress,
+            )
+            for texts, name, side in ((src_texts, "source", "src"), (tgt_texts, "target", "tgt"))
         )
+        result = Tokenizer(src=src, tgt=tgt)
     log.info(
         "trained %s BPE: %d source / %d target tokens in %.1f s",
         "joint" if joint else "separate",
@@ -167,10 +195,10 @@ class Tokenizer:
 
     def src_pieces(self, ids: Sequence[int]) -> list[str]:
         """One readable subword per id ("▁Mann", "."), e.g. for attention plot axes."""
-        return [self._src.id_to_token(i) for i in ids]
+        return _pieces(self._src, ids)
 
     def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
-        return [self._tgt.id_to_token(i) for i in ids]
+        return _pieces(self._tgt, ids)
 
     # --- identity and files -------------------------------------------------------------------
 
@@ -249,7 +277,12 @@ def _from_json(spec: object) -> HfTokenizer:
 
 
 def _tokens_by_id(tok: HfTokenizer) -> list[str]:
-    return [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+    return _pieces(tok, range(tok.get_vocab_size()))
+
+
+def _pieces(tok: HfTokenizer, ids: Sequence[int]) -> list[str]:
+    """The token string of each id (every id below the vocabulary size has one)."""
+    return [cast(str, tok.id_to_token(i)) for i in ids]
 
 
 def _encode(tok: HfTokenizer, texts: Sequence[str], side: str) -> list[list[int]]:

@@ -14,8 +14,9 @@ from pathlib import Path
 import torch
 
 from tfm.config import Config
+from tfm.data.cache import training_splits
 from tfm.data.epochs import EpochPlan
-from tfm.data.pipeline import EncodedSplit, prepare_splits
+from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
 from tfm.errors import UsageError
@@ -137,10 +138,16 @@ class Session:
     def restore(self, checkpoint: LoadedCheckpoint) -> None:
         """Continue from `checkpoint`, or raise UsageError when the resume policy refuses it."""
         path, state = checkpoint.path, checkpoint.state
+        data_fingerprint = state["data_fingerprint"]
+        if (
+            data_fingerprint != self.data_fingerprint
+            and data_fingerprint == self.epochs.fingerprint()
+        ):
+            data_fingerprint = self.data_fingerprint  # written before the data cache named the data
         stored = RunIdentity(
             config=state["config"],
             tokenizer_fingerprint=state["tokenizer_fingerprint"],
-            data_fingerprint=state["data_fingerprint"],
+            data_fingerprint=data_fingerprint,
             world_size=state.get("world_size", 1),
         )
         verdict = judge_resume(
@@ -187,9 +194,7 @@ def open_session(
     use_threads(config.train.threads)
     dtype = resolve_precision(config.train.precision, device)
     tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
-    splits, tokenizer = prepare_splits(
-        config.data, config.tokenizer, ("train", "validation"), tokenizer=tokenizer
-    )
+    splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
     if not checkpoint and writer:  # config, device and data are good: now the directory
         create_run_dir(paths, config)
         tokenizer.save(paths.root)
@@ -216,7 +221,7 @@ def open_session(
             keep_best=config.train.keep_best,
             mode="max",
         ),
-        data_fingerprint=epochs.fingerprint(),
+        data_fingerprint=data_fingerprint,
         world_size=world_size,
     )
     if checkpoint:

@@ -1,0 +1,226 @@
+"""The data cache: the training split prepared once (tokenizer, token ids, texts) and memory-mapped.
+
+    entry = prepared_entry(config)           # prepares it on the first call, maps it after
+    train = entry.split(max_length=128)      # EncodedSplit over RaggedIds / RaggedText
+
+An entry is the folder `<data.cache_dir>/<key>`. The key is a hash of what decides its content:
+the bytes of the training files (for `text`, `tsv`, `jsonl`; the cleaned pairs for `toy`, `hub`
+and `disk`), how they are read (format, columns, fields, languages) and the tokenizer settings.
+Where the files are does not count: a moved corpus is still a hit; an edited line is a miss.
+`data.max_length` is not in the key either: the entry holds every cleaned pair and the length
+filter is applied when it is opened. The folder holds `tokenizer.json`, `{src,tgt}.ids` (framed
+ids, `id_dtype`), `{src,tgt}.text` (UTF-8), their `*-offsets.npy` and `meta.json`, written last.
+
+Processes share it safely: one prepares an entry while holding `<key>.lock` (a file lock) and
+renames the finished folder into place; any other that asks for the same key (another rank
+under torchrun, a second run, `tfm data prepare`) waits for the lock and then maps the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from filelock import FileLock, Timeout
+
+from tfm.config import Config
+from tfm.data.cache_key import SIDES, VERSION, CacheKey, cache_key
+from tfm.data.corpus import LoadReport
+from tfm.data.pipeline import EncodedSplit, prepare_splits
+from tfm.data.ragged import RaggedIds, RaggedText
+from tfm.data.screening import SHOWN, report_characters
+from tfm.data.store import write_entry
+from tfm.data.tokenizer import Tokenizer
+from tfm.errors import DataError
+
+log = logging.getLogger(__name__)
+
+META = "meta.json"
+
+
+def cache_root(config: Config) -> Path:
+    """`data.cache_dir`, or `.tfm-cache` beside the run directory (shared by runs next to it)."""
+    if config.data.cache_dir is not None:
+        return Path(config.data.cache_dir)
+    return Path(config.run_dir).parent / ".tfm-cache"
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """A prepared training split: its folder and `meta.json`."""
+
+    path: Path
+    meta: dict
+
+    @property
+    def key(self) -> str:
+        return self.meta["key"]
+
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer.load(self.path)
+
+    def ids(self, side: str) -> RaggedIds:
+        return RaggedIds.open(self.path / side, np.dtype(self.meta["dtypes"][side]))
+
+    def texts(self, side: str) -> RaggedText:
+        return RaggedText.open(self.path / side)
+
+    def report(self) -> LoadReport:
+        """The loading report as it was when the entry was prepared."""
+        meta = self.meta
+        report = LoadReport(split="train", origin=meta["origin"], read=meta["read"],
+                            kept=meta["read"], unit=meta.get("unit", "line"))  # fmt: skip
+        for reason, n in meta["dropped"].items():
+            report.drop(reason, n)
+        report.skipped = meta.get("skipped", [])
+        report.first = dict(meta.get("first", {}))
+        report.characters = meta.get("characters")
+        return report
+
+    def split(self, *, max_length: int | None) -> EncodedSplit:
+        """The training split, without pairs longer than `max_length` subword tokens on either
+        side (framing excluded), counted in the report as `pipeline.encode_split` counts them."""
+        src, tgt = self.ids("src"), self.ids("tgt")
+        src_text, tgt_text = self.texts("src"), self.texts("tgt")
+        report = self.report()
+        if max_length is not None:
+            keep = (src.lengths - 1 <= max_length) & (tgt.lengths - 2 <= max_length)
+            if not keep.all():
+                index = np.flatnonzero(keep)
+                long = np.flatnonzero(~keep)[:SHOWN].tolist()
+                report.drop("too long", len(src) - len(index), at=long)
+                if not len(index):
+                    raise DataError(f"train: no pairs left after filtering: {report.summary()}")
+                src, tgt = src.subset(index), tgt.subset(index)
+                src_text, tgt_text = src_text.subset(index), tgt_text.subset(index)
+        return EncodedSplit("train", src_text, tgt_text, src, tgt, report)  # type: ignore[arg-type]
+
+    def fingerprint(self, max_length: int | None) -> str:
+        """The training data's identity for exact resume: the key and the length filter."""
+        return hashlib.sha256(f"{self.key}:{max_length}".encode()).hexdigest()[:16]
+
+
+def open_entry(path: Path) -> CacheEntry | None:
+    """The entry in `path` if it is complete and consistent, else None."""
+    try:
+        meta = json.loads((path / META).read_text(encoding="utf-8"))
+        if meta.get("version") != VERSION:
+            return None
+        entry = CacheEntry(path, meta)
+        for side in SIDES:
+            for rows in (entry.ids(side), entry.texts(side)):
+                if len(rows) != meta["pairs"]:
+                    return None
+    except (OSError, ValueError, KeyError):  # missing, truncated or foreign files
+        return None
+    return entry
+
+
+def prepared_entry(
+    config: Config,
+    *,
+    tokenizer: Tokenizer | None = None,
+    progress: bool = True,
+    announce: bool = True,
+) -> CacheEntry:
+    """The config's cache entry, prepared first if no process has (see the module docstring);
+    with `announce`, its load report and folder are logged (training logs them itself, once
+    the length filter has had its say, and reports the entry's control characters).
+
+    With `tokenizer` (a resumed run's), the entry must hold ids of that very tokenizer: the one
+    the key names is used when it does, else one prepared with `tokenizer` beside it.
+    """
+    root = cache_root(config)
+    found = cache_key(config)
+    key = found.key
+    if tokenizer is not None:
+        entry = open_entry(root / key)
+        if entry is not None and entry.meta["tokenizer_fingerprint"] != tokenizer.fingerprint():
+            key = f"{key}-{tokenizer.fingerprint()[:8]}"
+    entry = open_entry(root / key)
+    written = entry is None
+    if entry is None:
+        entry = _prepare(config, root, key, found, tokenizer=tokenizer, progress=progress)
+    if found.origin is not None:  # a moved corpus: say where it is read from now
+        entry = CacheEntry(entry.path, {**entry.meta, "origin": found.origin})
+    if announce:
+        where = "written to" if written else "in"
+        log.info("%s (prepared data %s %s)", entry.report().summary(), where, entry.path)
+    return entry
+
+
+def _prepare(
+    config: Config,
+    root: Path,
+    key: str,
+    found: CacheKey,
+    *,
+    tokenizer: Tokenizer | None,
+    progress: bool,
+) -> CacheEntry:
+    """Write the entry `key` under the lock, unless another process has meanwhile."""
+    lock = root / f"{key}.lock"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock.touch()
+    except OSError as exc:
+        raise DataError(f"data.cache_dir {root}: cannot write there ({exc.strerror})") from None
+    with _locked(lock, root / key):
+        entry = open_entry(root / key)
+        if entry is not None:
+            return entry
+        for stale in [root / key, *root.glob(f".tmp-{key}-*")]:  # left by a failed attempt
+            shutil.rmtree(stale, ignore_errors=True)
+        folder = root / f".tmp-{key}-{os.getpid()}"
+        try:
+            meta = write_entry(config, folder, found, tokenizer=tokenizer, progress=progress)
+            meta["key"] = key
+            (folder / META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+            os.replace(folder, root / key)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    entry = open_entry(root / key)
+    if entry is None:
+        raise DataError(f"{root / key}: the prepared data cannot be read back")
+    return entry
+
+
+class _locked:
+    """Hold `lock`, saying once that this process waits when another holds it."""
+
+    def __init__(self, lock: Path, folder: Path) -> None:
+        self.lock, self.folder = FileLock(lock), folder
+
+    def __enter__(self) -> None:
+        try:
+            self.lock.acquire(timeout=0)
+        except Timeout:
+            log.info("waiting for another process to prepare %s", self.folder)
+            self.lock.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+
+
+def training_splits(
+    config: Config, *, tokenizer: Tokenizer | None = None
+) -> tuple[dict[str, EncodedSplit], Tokenizer, str]:
+    """The training split from the cache (prepared if needed), the validation split encoded in
+    memory (it is small, and its texts are needed for scoring), the tokenizer (`tokenizer`, or
+    the entry's) and the training data's fingerprint for exact resume."""
+    start = time.perf_counter()
+    entry = prepared_entry(config, tokenizer=tokenizer, announce=False)
+    report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
+    tokenizer = tokenizer if tokenizer is not None else entry.tokenizer()
+    train = entry.split(max_length=config.data.max_length)
+    log.info("%s (prepared data in %s)", train.report.summary(), entry.path)  # once, every drop
+    splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",), tokenizer=tokenizer)
+    log.info("data ready in %.1f s", time.perf_counter() - start)
+    return {"train": train, **splits}, tokenizer, entry.fingerprint(config.data.max_length)

@@ -1,0 +1,277 @@
+"""Writing one data-cache entry (`tfm.data.cache`) in bounded memory, whatever the corpus size.
+
+1. Read: the training split is streamed (`corpus.stream_split`), cleaned, and its sentences are
+   appended to `{src,tgt}.text` chunk by chunk; the characters seen are collected on the way.
+2. Learn BPE: on every pair when there are at most `tokenizer.train_sample`, so a small corpus
+   gets exactly the tokenizer it always got; else on a seeded sample of that many pairs (the same
+   sample every time), with every character of the whole split in the alphabet, so that no
+   training sentence meets `<unk>`.
+3. Encode: the stored sentences, chunk by chunk, with the tokenizer's batch API (all cores),
+   framed as `pipeline.encode_split` frames them and appended to `{src,tgt}.ids`.
+Each phase shows a progress bar on stderr when it is a terminal. A full disk is a `DataError`
+that says how much space the entry needs; the space is checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import logging
+import shutil
+import sys
+import time
+import unicodedata
+from collections.abc import Iterable, Iterator
+from itertools import chain, islice
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+from tokenizers import Tokenizer as HfTokenizer
+from tokenizers import models
+from tqdm import tqdm
+
+from tfm.config import Config, TokenizerConfig
+from tfm.data.cache_key import SIDES, VERSION, CacheKey
+from tfm.data.corpus import LoadReport, stream_split
+from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
+from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer, train_tokenizer
+from tfm.errors import DataError
+
+log = logging.getLogger(__name__)
+
+CHUNK = 20_000  # pairs read, encoded and written at a time
+SAMPLE_SEED = 0  # of the BPE training sample: fixed, so the same data gives the same tokenizer
+WORD_CACHE = 200_000  # words whose segmentation BPE remembers while encoding (default 10,000)
+
+
+def write_entry(
+    config: Config, folder: Path, found: CacheKey, *, tokenizer: Tokenizer | None, progress: bool
+) -> dict:
+    """Write the entry's files into `folder` (new); return its metadata (meta.json)."""
+    needed = 2 * found.input_bytes + (16 << 20)  # texts, ids (at most ~2 bytes a character)
+    free = shutil.disk_usage(folder.parent).free
+    if free < needed:
+        raise DataError(_no_space(folder.parent, needed, free))
+    folder.mkdir(parents=True)
+    try:
+        return _write(config, folder, found, tokenizer=tokenizer, progress=progress)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DataError(_no_space(folder.parent, needed, None)) from None
+        raise
+
+
+def _no_space(root: Path, needed: int, free: int | None) -> str:
+    have = f", {free / 1e9:.1f} GB are free" if free is not None else " and the disk is full"
+    return (
+        f"data.cache_dir {root}: preparing the training split needs about {needed / 1e9:.1f} GB"
+        f"{have}; free some space or set data.cache_dir to a folder on a larger disk"
+    )
+
+
+def _write(
+    config: Config, folder: Path, found: CacheKey, *, tokenizer: Tokenizer | None, progress: bool
+) -> dict:
+    clock = _Clock()
+    report, alphabets = _write_texts(config, folder, progress=progress)
+    texts = {side: RaggedText.open(folder / side) for side in SIDES}
+    clock.lap("read")
+    if tokenizer is None:
+        tokenizer = _learn(texts, config.tokenizer, alphabets, progress=progress)
+    tokenizer.save(folder)
+    clock.lap("bpe")
+    tokens = _write_ids(texts, tokenizer, folder, progress=progress)
+    clock.lap("encode")
+    seconds = clock.seconds
+    log.info(
+        "train: prepared %s pairs in %.1f s (reading %.1f s, BPE %.1f s, encoding %.1f s; "
+        "%.1f s of CPU)", f"{report.kept:,}", sum(seconds.values()), seconds["read"],
+        seconds["bpe"], seconds["encode"], sum(clock.cpu_seconds.values()),
+    )  # fmt: skip
+    return {
+        "version": VERSION,
+        "parts": found.parts,
+        "pairs": report.kept,
+        "read": report.read,
+        "dropped": report.dropped,
+        "origin": report.origin,
+        "unit": report.unit,
+        "skipped": report.skipped,  # read indices of the pairs dropped (empty sides)
+        "first": report.first,  # first lines of each reason
+        "characters": report.characters,  # control and replacement characters (screening)
+        "dtypes": {side: str(id_dtype(_vocab_size(tokenizer, side))) for side in SIDES},
+        "tokens": tokens,
+        "tokenizer_fingerprint": tokenizer.fingerprint(),
+        "seconds": {phase: round(s, 2) for phase, s in seconds.items()},
+        "cpu_seconds": {phase: round(s, 2) for phase, s in clock.cpu_seconds.items()},
+    }
+
+
+class _Clock:
+    """Wall-clock and CPU seconds (all threads of the process) of consecutive phases."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def lap(self, phase: str) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.seconds[phase], self.cpu_seconds[phase] = wall - self._wall, cpu - self._cpu
+        self._wall, self._cpu = wall, cpu
+
+
+def _vocab_size(tokenizer: Tokenizer, side: str) -> int:
+    return tokenizer.src_vocab_size if side == "src" else tokenizer.tgt_vocab_size
+
+
+class _RowWriter:
+    """Appends rows of bytes to `path` and writes their offsets to `offsets` when closed."""
+
+    def __init__(self, path: Path, offsets: Path) -> None:
+        self.file: BinaryIO = path.open("wb")
+        self.offsets_path, self.ends, self.total = offsets, [np.zeros(1, dtype=OFFSETS)], 0
+
+    def add(self, data: bytes, lengths: np.ndarray) -> None:
+        self.file.write(data)
+        ends = self.total + np.cumsum(lengths, dtype=OFFSETS)
+        self.ends.append(ends)
+        self.total = int(ends[-1]) if len(ends) else self.total
+
+    def close(self) -> None:
+        self.file.close()
+        np.save(self.offsets_path, np.concatenate(self.ends))
+
+
+def _chunks(items: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def _bar(progress: bool, **kwargs) -> tqdm:
+    """A progress bar on stderr, shown when asked for and stderr is a terminal."""
+    return tqdm(disable=None if progress else True, dynamic_ncols=True, leave=False, **kwargs)
+
+
+def _write_texts(
+    config: Config, folder: Path, *, progress: bool
+) -> tuple[LoadReport, dict[str, set[str]]]:
+    """Step 1: the cleaned training pairs into `{src,tgt}.text`; their characters, per side."""
+    data = config.data
+    pairs, cleaner = stream_split(
+        data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy,
+        control_chars="count",  # kept in meta.json; every run that maps the entry reports it
+    )  # fmt: skip
+    writers = [_RowWriter(folder / f"{s}.text", folder / f"{s}.text-offsets.npy") for s in SIDES]
+    alphabets: dict[str, set[str]] = {side: set() for side in SIDES}
+    with _bar(progress, desc="reading train", unit=" pairs", unit_scale=True) as bar:
+        for chunk in _chunks(pairs, CHUNK):
+            for side, writer, texts in zip(SIDES, writers, zip(*chunk, strict=True), strict=True):
+                encoded = [text.encode("utf-8") for text in texts]
+                writer.add(b"".join(encoded), np.fromiter(map(len, encoded), dtype=OFFSETS))
+                alphabets[side].update(unicodedata.normalize("NFC", "".join(texts)))
+            bar.update(len(chunk))
+    for writer in writers:
+        writer.close()
+    return cleaner.report(), alphabets
+
+
+def _learn(
+    texts: dict[str, RaggedText],
+    settings: TokenizerConfig,
+    alphabets: dict[str, set[str]],
+    *,
+    progress: bool,
+) -> Tokenizer:
+    """Step 2: BPE on every pair, or on a seeded sample of `settings.train_sample` pairs."""
+    n, sample = len(texts["src"]), settings.train_sample
+    learn = functools.partial(
+        train_tokenizer,
+        vocab_size=settings.vocab_size,
+        min_frequency=settings.min_frequency,
+        joint=settings.joint,
+        progress=progress and sys.stderr.isatty(),  # the trainer's bars, on a terminal only
+    )
+    if sample is None or n <= sample:
+        return learn(texts["src"], texts["tgt"])
+    index = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, size=sample, replace=False))
+    log.info("learning BPE from a sample of %s of the %s training pairs", f"{sample:,}", f"{n:,}")
+    src, tgt = (list(texts[side].subset(index)) for side in SIDES)
+    chars = {side: sorted(c for c in alphabets[side] if not c.isspace()) for side in SIDES}
+    return learn(src, tgt, alphabets=chars)
+
+
+def _write_ids(
+    texts: dict[str, RaggedText], tokenizer: Tokenizer, folder: Path, *, progress: bool
+) -> dict[str, int]:
+    """Step 3: every sentence encoded and framed into `{src,tgt}.ids`; tokens per side."""
+    src_model, tgt_model = tokenizer.bpe_models
+    src_encoder = _encoder(src_model)
+    encoders = {"src": src_encoder, "tgt": src_encoder if tokenizer.joint else _encoder(tgt_model)}
+    tokens = {}
+    for side in SIDES:
+        dtype = id_dtype(_vocab_size(tokenizer, side))
+        writer = _RowWriter(folder / f"{side}.ids", folder / f"{side}.ids-offsets.npy")
+        unknown, total = 0, 0
+        with _bar(progress, desc=f"encoding {side}", total=len(texts[side]), unit=" sentences",
+                  unit_scale=True) as bar:  # fmt: skip
+            for chunk in _chunks(texts[side], CHUNK):
+                ids = [
+                    e.ids for e in encoders[side].encode_batch_fast(chunk, add_special_tokens=False)
+                ]
+                lengths = np.fromiter(map(len, ids), dtype=OFFSETS, count=len(ids))
+                flat = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
+                unknown += int(np.count_nonzero(flat == UNK_ID))
+                framed, framed_lengths = frame(flat, lengths, bos=side == "tgt")
+                writer.add(framed.tobytes(), framed_lengths)
+                total += len(framed)
+                bar.update(len(chunk))
+        writer.close()
+        tokens[side] = total
+        if unknown:
+            log.warning("%d %s token(s) of the training split are <unk>", unknown, side)
+    return tokens
+
+
+def frame(flat: np.ndarray, lengths: np.ndarray, *, bos: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of `flat` (lengths `lengths`) as `ids + [EOS]`, or `[BOS] + ids + [EOS]` with `bos`;
+    the framed values and lengths."""
+    framed_lengths = lengths + (2 if bos else 1)
+    ends = np.cumsum(framed_lengths)
+    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=flat.dtype)
+    ids = np.ones(len(out), dtype=bool)
+    ids[ends - 1] = False
+    out[ends - 1] = EOS_ID
+    if bos:
+        starts = ends - framed_lengths
+        ids[starts] = False
+        out[starts] = BOS_ID
+    out[ids] = flat
+    return out, framed_lengths
+
+
+def _encoder(tok: HfTokenizer) -> HfTokenizer:
+    """A copy of `tok` whose BPE remembers more words: the same ids, found faster on a big corpus
+    (a word seen before skips its merges)."""
+    text = tok.to_str()
+    copy, spec = HfTokenizer.from_str(text), json.loads(text)["model"]
+    merges = [_merge(m) for m in spec["merges"]]
+    copy.model = models.BPE(
+        vocab=spec["vocab"],
+        merges=merges,
+        unk_token=spec["unk_token"],
+        fuse_unk=spec["fuse_unk"],
+        byte_fallback=spec["byte_fallback"],
+        ignore_merges=spec["ignore_merges"],
+        cache_capacity=WORD_CACHE,
+    )
+    return copy
+
+
+def _merge(merge: str | list[str]) -> tuple[str, str]:
+    """A merge as `tokenizers` writes it ("a b", or ["a", "b"] since 0.20) as a pair."""
+    left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+    return left, right

@@ -1,0 +1,33 @@
+"""bench/data_scale.py --quick: two tiny synthetic corpora measured end to end, as the full
+benchmark measures its big ones."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "data_scale.py"
+
+
+@pytest.mark.slow
+def test_quick_report_has_a_row_per_size_and_a_fit(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("bench_data_scale", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.main(["--quick", "--work", str(tmp_path)])
+    rows = result["rows"]
+    assert [row["pairs"] for row in rows] == [1_000, 3_000]
+    for row in rows:
+        assert row["check_pairs"] == row["pairs"]  # the check read the whole training split
+        assert row["cold_wrote_cache"] and not row["warm_wrote_cache"]
+        assert row["warm_data_s"] < row["cold_data_s"]
+        assert 0 < row["prepare_s"] and set(row["phases_s"]) == {"read", "bpe", "encode"}
+        assert row["cold_peak_mib"] > 0 and row["warm_peak_mib"] > 0 and row["cache_mb"] > 0
+    assert rows[1]["cache_mb"] > rows[0]["cache_mb"]
+    assert set(result["fit"]) == set(bench.FITTED)
+    assert all(math.isfinite(line["at_target"]) for line in result["fit"].values())
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["pairs", "text_mb", "prepare_s"]
+    assert table[1].split()[0] == "1,000" and table[3].split()[0] == "3,000"
+    assert table[5].startswith("fit (a + b · pairs), at 4,500,000 pairs:")
