@@ -161,17 +161,17 @@ class DataConfig(StrictModel):
         description="Training pairs with more BPE tokens than this on either side are dropped "
         "(counted and reported); validation and test keep every pair.",
     )
-    cache_dir: str | None = Field(
-        None,
-        description="Folder of the data cache: the training split tokenized once and "
-        "memory-mapped, reused by every run on the same data; null: `.tfm-cache` beside "
-        "`run_dir`.",
-    )
     control_chars: Literal["warn", "refuse"] = Field(
         "warn",
         description="Control characters (C0 but tab, DEL, C1) and U+FFFD (text that was not "
         "decoded cleanly) in a split: warn with their count and first file:line, or refuse the "
         "data with that line.",
+    )
+    cache_dir: str | None = Field(
+        None,
+        description="Folder of the data cache: the training split tokenized once and "
+        "memory-mapped, reused by every run on the same data; null: `.tfm-cache` beside "
+        "`run_dir`.",
     )
 
 

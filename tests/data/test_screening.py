@@ -35,7 +35,7 @@ def test_nul_and_replacement_characters_warn_with_counts_and_the_first_line(tmp_
     assert len(warnings) == 1
     assert warnings[0].startswith(
         "data.train: 2 pair(s) hold control or replacement characters (3 × U+0000 NUL, "
-        f"1 × U+FFFD REPLACEMENT CHARACTER), first at {path}:3;"
+        f"1 × U+FFFD REPLACEMENT CHARACTER), first at {path}:3: U+0000 NUL;"
     )
     assert "data.control_chars: refuse" in warnings[0]
     assert len(splits["train"]) == 8  # kept: warning only
@@ -50,8 +50,8 @@ def test_refuse_stops_at_the_first_line_with_the_side_file_of_text_format(tmp_pa
     with pytest.raises(DataError) as error:
         prepare_splits(config.data, config.tokenizer, ["train"], tokenizer=None)
     assert str(error.value) == (
-        f"{tmp_path / 'c'}.en:2: U+0007 BEL in the text (data.control_chars is refuse; "
-        "clean data.train or set data.control_chars: warn)"
+        f"{tmp_path / 'c'}.en:2: U+0007 BEL in the text (data.control_chars is refuse; clean the "
+        "data of data.train)"
     )
 
 
@@ -82,3 +82,27 @@ def test_first_lines_skip_the_pairs_dropped_before():
     report.skipped = [0]
     report.drop("too long", 1, at=[0])
     assert report.summary().endswith("dropped 2 (empty side: 1 at row 0, too long: 1 at row 1)")
+
+
+def test_training_through_the_data_cache_reports_the_same_on_every_run(tmp_path, caplog):
+    from tfm.data.cache import training_splits
+
+    lines = [*GOOD]
+    lines[2] = "the\x00dog\tder Hund"
+    lines[4] = " ".join(["dog"] * 300) + "\tHund"  # over data.max_length: line 5
+    sets = [f"run_dir={tmp_path / 'run'}", "data.max_length=50", f"data.cache_dir={tmp_path}/c"]
+    config, path = tsv_config(tmp_path, lines, *sets)
+    caplog.set_level(logging.INFO, logger="tfm")
+    for _ in range(2):  # prepares the cache, then maps it
+        caplog.clear()
+        splits, _, _ = training_splits(config)
+        assert len(splits["train"]) == 7
+        messages = [r.getMessage() for r in caplog.records]
+        warnings = [m for m in messages if m.startswith("data.train: 1 pair(s) hold control")]
+        assert len(warnings) == 1 and f"first at {path}:3: U+0000 NUL" in warnings[0]
+        reports = [m for m in messages if m.startswith("train: read")]
+        assert len(reports) == 1 and "dropped 1 (too long: 1 at line 5)" in reports[0]
+    refusing = config.model_copy(update={"data": config.data.model_copy(
+        update={"control_chars": "refuse"})})  # fmt: skip
+    with pytest.raises(DataError, match=rf"{path}:3: U\+0000 NUL in the text"):
+        training_splits(refusing)  # the prepared entry remembers what it held

@@ -35,7 +35,7 @@ from tfm.data.cache_key import SIDES, VERSION, CacheKey, cache_key
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
-from tfm.data.screening import SHOWN
+from tfm.data.screening import SHOWN, report_characters
 from tfm.data.store import write_entry
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import DataError
@@ -80,7 +80,8 @@ class CacheEntry:
         for reason, n in meta["dropped"].items():
             report.drop(reason, n)
         report.skipped = meta.get("skipped", [])
-        report.first = meta.get("first", {})
+        report.first = dict(meta.get("first", {}))
+        report.characters = meta.get("characters")
         return report
 
     def split(self, *, max_length: int | None) -> EncodedSplit:
@@ -93,8 +94,8 @@ class CacheEntry:
             keep = (src.lengths - 1 <= max_length) & (tgt.lengths - 2 <= max_length)
             if not keep.all():
                 index = np.flatnonzero(keep)
-                too_long = np.flatnonzero(~keep)[:SHOWN].tolist()  # the first few, for the log
-                report.drop("too long", len(src) - len(index), at=too_long)
+                long = np.flatnonzero(~keep)[:SHOWN].tolist()
+                report.drop("too long", len(src) - len(index), at=long)
                 if not len(index):
                     raise DataError(f"train: no pairs left after filtering: {report.summary()}")
                 src, tgt = src.subset(index), tgt.subset(index)
@@ -123,9 +124,15 @@ def open_entry(path: Path) -> CacheEntry | None:
 
 
 def prepared_entry(
-    config: Config, *, tokenizer: Tokenizer | None = None, progress: bool = True
+    config: Config,
+    *,
+    tokenizer: Tokenizer | None = None,
+    progress: bool = True,
+    announce: bool = True,
 ) -> CacheEntry:
-    """The config's cache entry, prepared first if no process has (see the module docstring).
+    """The config's cache entry, prepared first if no process has (see the module docstring);
+    with `announce`, its load report and folder are logged (training logs them itself, once
+    the length filter has had its say, and reports the entry's control characters).
 
     With `tokenizer` (a resumed run's), the entry must hold ids of that very tokenizer: the one
     the key names is used when it does, else one prepared with `tokenizer` beside it.
@@ -143,8 +150,9 @@ def prepared_entry(
         entry = _prepare(config, root, key, found, tokenizer=tokenizer, progress=progress)
     if found.origin is not None:  # a moved corpus: say where it is read from now
         entry = CacheEntry(entry.path, {**entry.meta, "origin": found.origin})
-    where = "written to" if written else "in"
-    log.info("%s (prepared data %s %s)", entry.report().summary(), where, entry.path)
+    if announce:
+        where = "written to" if written else "in"
+        log.info("%s (prepared data %s %s)", entry.report().summary(), where, entry.path)
     return entry
 
 
@@ -208,11 +216,11 @@ def training_splits(
     memory (it is small, and its texts are needed for scoring), the tokenizer (`tokenizer`, or
     the entry's) and the training data's fingerprint for exact resume."""
     start = time.perf_counter()
-    entry = prepared_entry(config, tokenizer=tokenizer)
+    entry = prepared_entry(config, tokenizer=tokenizer, announce=False)
+    report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
     tokenizer = tokenizer if tokenizer is not None else entry.tokenizer()
     train = entry.split(max_length=config.data.max_length)
-    if train.report.dropped.get("too long"):
-        log.info(train.report.summary())
+    log.info("%s (prepared data in %s)", train.report.summary(), entry.path)  # once, every drop
     splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",), tokenizer=tokenizer)
     log.info("data ready in %.1f s", time.perf_counter() - start)
     return {"train": train, **splits}, tokenizer, entry.fingerprint(config.data.max_length)

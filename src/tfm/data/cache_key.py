@@ -39,12 +39,7 @@ def cache_key(config: Config) -> CacheKey:
     content, origin = hashlib.sha256(), None
     if files is not None:
         pairs, cleaner = stream_split(  # nothing is read until the pairs are asked for
-            source,
-            split="train",
-            src_lang=data.src_lang,
-            tgt_lang=data.tgt_lang,
-            toy=data.toy,
-            control_chars=None,  # screened when the pairs are read for the cache
+            source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
         )
         if not all(path.is_file() for path in files):
             next(pairs)  # the reader's own error: the file, and the config key to fix
@@ -90,12 +85,7 @@ def _hash_file(digest, path: Path) -> int:
 def _hash_pairs(digest, config: Config) -> int:
     data = config.data
     pairs, _ = stream_split(
-        data.train,
-        split="train",
-        src_lang=data.src_lang,
-        tgt_lang=data.tgt_lang,
-        toy=data.toy,
-        control_chars=None,  # screened when the pairs are read for the cache
+        data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
     )
     size = 0
     for src, tgt in pairs:

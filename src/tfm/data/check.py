@@ -24,6 +24,7 @@ import numpy as np
 from tfm.config import SPLITS, Config
 from tfm.data.cache import prepared_entry
 from tfm.data.pipeline import load_texts
+from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ EXAMPLES = 3
 def check_data(config: Config) -> dict:
     """The report (JSON-ready) for the config's data and tokenizer sections."""
     entry = prepared_entry(config)
+    report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
     tokenizer = entry.tokenizer()
     reports = {"train": entry.report()}
     src_ids, tgt_ids = entry.ids("src"), entry.ids("tgt")

@@ -8,8 +8,10 @@ raw pairs (`formats.py` for files; here for hub, disk and toy), strip surroundin
 each sentence (inner whitespace is kept), drop pairs with an empty side as a pair (alignment kept;
 counted as "empty"). Problems in the data raise `DataError` naming the file,
 the line and what was expected; decisions (drops) are counted in the `LoadReport`.
-Only `hub` touches the network, and only `hub` and `disk` import `datasets` (with pandas and
-pyarrow, a second of start-up that the other formats do not pay).
+Control and replacement characters are warned about or refused (`screening`), and the report
+names the first lines of each kind of dropped pair. Only `hub` touches the network, and only
+`hub` and `disk` import `datasets` (with pandas and pyarrow, a second of start-up that the
+other formats do not pay).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from tfm.config import SourceConfig, ToyConfig
 from tfm.data.formats import Pairs, PairStream, field_names, jsonl_pairs, text_pairs, tsv_pairs
-from tfm.data.screening import CharacterScreen, first_lines, location
+from tfm.data.screening import CharacterScreen, first_lines, report_characters
 from tfm.errors import DataError
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ class LoadReport:
     Later stages (e.g. length filtering after tokenization) add their drops with `drop()`. With
     the indices of the dropped pairs (`at`), the summary names the first lines (or rows) of each
     reason; `skipped` holds the read indices of the pairs dropped when loading (empty sides).
+    `characters` is what `screening` found in the text (None: nothing).
     """
 
     split: str
@@ -52,6 +55,7 @@ class LoadReport:
     unit: str = "line"  # what `first` counts: "line" (from 1) or "row" (from 0)
     skipped: list[int] = field(default_factory=list)
     first: dict[str, list[int]] = field(default_factory=dict)  # reason -> first lines or rows
+    characters: dict | None = None
 
     def drop(self, reason: str, n: int, *, at: Sequence[int] = ()) -> None:
         """Record that `n` of the kept pairs, at indices `at` among them, were dropped."""
@@ -60,7 +64,7 @@ class LoadReport:
         if n:
             self.kept -= n
             self.dropped[reason] = self.dropped.get(reason, 0) + n
-        if at and reason not in self.first:
+        if len(at) and reason not in self.first:
             self.first[reason] = first_lines(at, self.skipped, self.unit)
 
     def summary(self) -> str:
@@ -92,8 +96,7 @@ def load_split(
     toy: ToyConfig,
     control_chars: str | None = "warn",
 ) -> tuple[dict[str, list[str]], LoadReport]:
-    """Read the `split` pairs that `source` names, cleaned; see the module docstring. Control
-    characters in them are warned about or refused, as `control_chars` says (`screening`)."""
+    """Read the `split` pairs that `source` names, cleaned; see the module docstring."""
     stream, cleaner = stream_split(
         source, split=split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy,
         control_chars=control_chars,
@@ -102,8 +105,7 @@ def load_split(
     for src_text, tgt_text in stream:
         src.append(src_text)
         tgt.append(tgt_text)
-    report = cleaner.report()
-    return {"src": src, "tgt": tgt}, report
+    return {"src": src, "tgt": tgt}, cleaner.report()
 
 
 def stream_split(
@@ -113,13 +115,13 @@ def stream_split(
     src_lang: str,
     tgt_lang: str,
     toy: ToyConfig,
-    control_chars: str | None = "warn",
+    control_chars: str | None = None,
 ) -> tuple[Iterator[tuple[str, str]], Cleaner]:
     """`load_split` one cleaned pair at a time; `cleaner.report()` once they are all read.
-    `control_chars` None: characters are not screened (a second read of the same pairs).
 
     The file formats (`text`, `tsv`, `jsonl`) stream, so a corpus larger than memory goes
-    through; `hub`, `disk` and `toy` are read whole first.
+    through; `hub`, `disk` and `toy` are read whole first. With `control_chars` ("warn" or
+    "refuse", as `data.control_chars`), the raw text is screened (`screening`); None: not.
     """
     if src_lang == tgt_lang:
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
@@ -141,15 +143,16 @@ def stream_split(
             pairs = _read_toy(toy, split=split, **langs)
         rows = zip(pairs.src, pairs.tgt, strict=True)
         stream = PairStream(rows, pairs.origin, pairs.unit)
+    raw: Iterable[tuple[str, str]] = stream.pairs
     screen = None
     if control_chars is not None:
-
-        def where(index: int, side: int) -> str:
-            return location(source, stream.origin, stream.unit, index, (src_lang, tgt_lang)[side])
-
-        screen = CharacterScreen(split=split, policy=control_chars, where=where)
+        screen = CharacterScreen(
+            source=source, split=split, origin=stream.origin, unit=stream.unit,
+            langs=(src_lang, tgt_lang), policy=control_chars,
+        )  # fmt: skip
+        raw = screen.watch(raw)
     cleaner = Cleaner(split=split, origin=stream.origin, unit=stream.unit, screen=screen)
-    return cleaner.clean(stream.pairs), cleaner
+    return cleaner.clean(raw), cleaner
 
 
 class Cleaner:
@@ -158,33 +161,31 @@ class Cleaner:
     def __init__(
         self, *, split: str, origin: str, unit: str, screen: CharacterScreen | None = None
     ) -> None:
-        self.split, self.origin, self.unit = split, origin, unit
-        self.screen = screen
+        self.split, self.origin, self.unit, self.screen = split, origin, unit, screen
         self.read = 0
-        self.empty: list[int] = []  # the dropped pairs' indices, for the log and later drops
-        self.n_empty = 0
+        self.empty: list[int] = []  # the read indices of the dropped pairs
 
     def clean(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
         for src_text, tgt_text in pairs:
-            if self.screen is not None:
-                self.screen.look(self.read, src_text, tgt_text)
             self.read += 1
             src_text, tgt_text = src_text.strip(), tgt_text.strip()
             if src_text and tgt_text:
                 yield src_text, tgt_text
             else:
-                self.n_empty += 1
                 self.empty.append(self.read - 1)
 
     def report(self) -> LoadReport:
-        """What was read and dropped (the summary names the first lines); DataError when no
-        pair is left."""
+        """What was read and dropped (for the caller to log, once every drop is in), and the
+        characters the screen found (warned about now); DataError when no pair is left."""
+        read = self.read
+        report = LoadReport(
+            split=self.split, origin=self.origin, read=read, kept=read, unit=self.unit
+        )
+        report.drop("empty", len(self.empty), at=self.empty)
+        report.skipped = self.empty
         if self.screen is not None:
-            self.screen.report()
-        report = LoadReport(split=self.split, origin=self.origin, read=self.read, kept=self.read,
-                            unit=self.unit)  # fmt: skip
-        report.drop("empty", self.n_empty, at=self.empty)  # read indices: line numbers as they are
-        report.skipped = self.empty  # later drops count their lines past these
+            report.characters = self.screen.found()
+            report_characters(report.characters, split=self.split, policy=self.screen.policy)
         if not report.kept:
             raise DataError(f"{self.origin}: no pairs left for {self.split}: {report.summary()}")
         return report

@@ -8,6 +8,9 @@ subword of their own and teach the model noise. `data.control_chars` says what t
 with that line. A tab inside a `text` line and a carriage return inside a line are ordinary
 (the latter is reported by the file readers).
 
+The screen watches the pairs as they stream in (`corpus.stream_split`): "refuse" stops at the
+first such character; "warn" counts them and warns when the split has been read. The data cache
+keeps what was found, so that a run that maps a prepared split warns (or refuses) as well.
 `LoadReport` (corpus.py) names the first line of each kind of dropped pair through
 `first_lines`, so that a split's drops are reported once, with where to look.
 """
@@ -19,10 +22,9 @@ import logging
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from tfm.config import SourceConfig
-from tfm.data.formats import Pairs
 from tfm.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -32,60 +34,76 @@ SHOWN = 3  # positions named in a report
 
 
 class CharacterScreen:
-    """Looks at each pair as it is read (`look`), then warns once (`report`); with `policy`
-    "refuse" it stops at the first pair holding an unwanted character. `where(index, side)`
-    names pair `index`'s file and line (or dataset row)."""
+    """Watches a split's raw pairs as they stream past (`watch`), counting the unwanted
+    characters; with `policy` "refuse", the first one stops the stream with its file:line
+    ("warn" and "count" only count; see `report_characters`)."""
 
-    def __init__(self, *, split: str, policy: str, where: Callable[[int, int], str]) -> None:
-        self.split, self.policy, self.where = split, policy, where
+    def __init__(
+        self,
+        *,
+        source: SourceConfig,
+        split: str,
+        origin: str,
+        unit: str,
+        langs: tuple[str, str],
+        policy: str,
+    ) -> None:
+        self.source, self.split, self.origin, self.unit = source, split, origin, unit
+        self.langs, self.policy = langs, policy
         self.counts: Counter[str] = Counter()
+        self.pairs = 0
         self.first: str | None = None  # where the first one is
-        self.n_pairs = 0
 
-    def look(self, index: int, src: str, tgt: str) -> None:
-        found = False
-        for side, text in enumerate((src, tgt)):
-            if UNWANTED.search(text) is None:
-                continue
+    def watch(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+        for index, texts in enumerate(pairs):
+            if UNWANTED.search(texts[0]) or UNWANTED.search(texts[1]):
+                self._count(index, texts)
+            yield texts
+
+    def _count(self, index: int, texts: tuple[str, str]) -> None:
+        self.pairs += 1
+        for side, text in enumerate(texts):
             characters = UNWANTED.findall(text)
-            self.counts.update(characters)
-            found = True
-            if self.first is None:
-                self.first = self.where(index, side)
+            self.counts.update(describe(c) for c in characters)
+            if characters and self.first is None:
+                self.first = f"{self._where(index, side)}: {describe(characters[0])}"
                 if self.policy == "refuse":
                     raise DataError(
-                        f"{self.first}: {describe(characters[0])} in the text "
-                        f"(data.control_chars is refuse; clean data.{self.split} or set "
-                        "data.control_chars: warn)"
+                        f"{self.first} in the text (data.control_chars is refuse; clean the "
+                        f"data of data.{self.split})"
                     )
-        self.n_pairs += found
 
-    def report(self) -> None:
-        """The warning, when any pair held such characters."""
+    def _where(self, index: int, side: int) -> str:
+        """file:line of pair `index` (on `side`), or the dataset row."""
+        if self.unit != "line":
+            return f"{self.origin} row {index}"
+        if self.source.format == "text":
+            return f"{self.source.path}.{self.langs[side]}:{index + 1}"
+        return f"{self.source.path}:{index + 1}"
+
+    def found(self) -> dict | None:
+        """What was found, JSON-ready (the data cache keeps it), or None."""
         if self.first is None:
-            return
-        kinds = ", ".join(f"{n:,} × {describe(c)}" for c, n in self.counts.most_common(SHOWN))
-        more = f" and {len(self.counts) - SHOWN} more kinds" if len(self.counts) > SHOWN else ""
-        log.warning(
-            "data.%s: %d pair(s) hold control or replacement characters (%s%s), first at %s; "
-            "each becomes a subword of its own. Clean the data, or set data.control_chars: "
-            "refuse to stop on them", self.split, self.n_pairs, kinds, more, self.first,
-        )  # fmt: skip
+            return None
+        return {"pairs": self.pairs, "counts": dict(self.counts), "first": self.first}
 
 
-def screen_characters(
-    pairs: Pairs, *, source: SourceConfig, split: str, src_lang: str, tgt_lang: str, policy: str
-) -> None:
-    """Warn about (or, with `policy` "refuse", refuse) the unwanted characters in `pairs`."""
-    langs = (src_lang, tgt_lang)
-
-    def where(index: int, side: int) -> str:
-        return location(source, pairs.origin, pairs.unit, index, langs[side])
-
-    screen = CharacterScreen(split=split, policy=policy, where=where)
-    for index, (src, tgt) in enumerate(zip(pairs.src, pairs.tgt, strict=True)):
-        screen.look(index, src, tgt)
-    screen.report()
+def report_characters(found: dict | None, *, split: str, policy: str) -> None:
+    """Warn about what a screen `found` (or refuse it, with `policy` "refuse": a split read
+    before, under "warn", as the data cache keeps it). "count": say nothing (yet)."""
+    if found is None or policy == "count":
+        return
+    if policy == "refuse":
+        raise DataError(f"{found['first']} in the text (data.control_chars is refuse; clean the "
+                        f"data of data.{split})")  # fmt: skip
+    counts = Counter(found["counts"])
+    kinds = ", ".join(f"{n:,} × {name}" for name, n in counts.most_common(SHOWN))
+    more = f" and {len(counts) - SHOWN} more kinds" if len(counts) > SHOWN else ""
+    log.warning(
+        "data.%s: %d pair(s) hold control or replacement characters (%s%s), first at %s; "
+        "each becomes a subword of its own. Clean the data, or set data.control_chars: refuse "
+        "to stop on them", split, found["pairs"], kinds, more, found["first"],
+    )  # fmt: skip
 
 
 _C0 = (
@@ -102,15 +120,6 @@ def describe(character: str) -> str:
     else:
         name = unicodedata.name(character, "DEL" if code == 0x7F else "C1 control")
     return f"U+{code:04X} {name}"
-
-
-def location(source: SourceConfig, origin: str, unit: str, index: int, lang: str) -> str:
-    """file:line of pair `index` (on the side in language `lang`), or the dataset row."""
-    if unit != "line":
-        return f"{origin} row {index}"
-    if source.format == "text":
-        return f"{source.path}.{lang}:{index + 1}"
-    return f"{source.path}:{index + 1}"
 
 
 def first_lines(kept_indices: Sequence[int], skipped: Sequence[int], unit: str) -> list[int]:

@@ -98,8 +98,9 @@ def _write(
         "dropped": report.dropped,
         "origin": report.origin,
         "unit": report.unit,
-        "skipped": report.skipped,  # indices of the pairs dropped on reading, for line numbers
-        "first": report.first,
+        "skipped": report.skipped,  # read indices of the pairs dropped (empty sides)
+        "first": report.first,  # first lines of each reason
+        "characters": report.characters,  # control and replacement characters (screening)
         "dtypes": {side: str(id_dtype(_vocab_size(tokenizer, side))) for side in SIDES},
         "tokens": tokens,
         "tokenizer_fingerprint": tokenizer.fingerprint(),
@@ -162,7 +163,7 @@ def _write_texts(
     data = config.data
     pairs, cleaner = stream_split(
         data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy,
-        control_chars=data.control_chars,
+        control_chars="count",  # kept in meta.json; every run that maps the entry reports it
     )  # fmt: skip
     writers = [_RowWriter(folder / f"{s}.text", folder / f"{s}.text-offsets.npy") for s in SIDES]
     alphabets: dict[str, set[str]] = {side: set() for side in SIDES}

@@ -2,8 +2,8 @@
 config, progress and fingerprints against the new run's. Nothing here reads files or builds models.
 
 - Refused: any change of the data, tokenizer or model sections (where the splits are read from,
-  the data cache folder and `data.control_chars` excepted), of `train.seed` or `train.max_tokens`
-  (the batches), of the tokenizer file or of the training data's content, and a
+  the data cache and `data.control_chars` excepted), of `train.seed` or `train.max_tokens` (the
+  batches), of the tokenizer file or of the training data's content, and a
   `train.bidirectional_epochs` that would change the kind of an epoch the run has begun.
 - Allowed and noted: budgets and every other train key; a moved training split with the same
   content; another validation or test split; a setting tfm no longer has (the run goes on without
@@ -24,7 +24,7 @@ from tfm.config import SPLITS, Config, removed_settings, without_removed_keys
 # train.bidirectional_epochs decides what an epoch's batches are too, but may change for the epochs
 # not yet begun; `_rewrites_begun_epochs` checks it.
 FIXED_TRAIN_KEYS = ("seed", "max_tokens")
-FREE_DATA_KEYS = (*SPLITS, "cache_dir", "control_chars")  # which files, and how they are checked
+FREE_DATA_KEYS = (*SPLITS, "cache_dir", "control_chars")  # which files, where cached, how checked
 _SPLIT_CHANGE = {
     "train": ": resuming, as its content is the same",
     "validation": ": validation scores from here on are on the new split",

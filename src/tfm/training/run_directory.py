@@ -29,7 +29,13 @@ from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 BEFORE_FIRST_STEP = {"config.yaml", TOKENIZER_FILE}  # what a run writes before it trains
 NOT_A_RUN = {*BEFORE_FIRST_STEP, LOCK_FILE}  # a directory holding only these holds no run
 # Keys that say how to run, not what is trained: a run that differs in these alone is the same run.
-HOW_TO_RUN = {("train", "threads"), ("train", "device"), ("train", "tensorboard")}
+HOW_TO_RUN = {
+    ("train", "threads"),
+    ("train", "device"),
+    ("train", "tensorboard"),
+    ("data", "cache_dir"),
+    ("data", "control_chars"),
+}
 
 
 def check_run_dir(

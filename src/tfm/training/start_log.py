@@ -23,8 +23,8 @@ def log_start(config: Config, train_split: EncodedSplit, tokenizer: Tokenizer) -
     lines = [f"  {key}: {value}" for key, value in changes] or ["  (none)"]
     log.info("config, where it differs from the defaults:\n%s", "\n".join(lines))
     if len(train_split):
-        src = _pieces(tokenizer.src_pieces(train_split.src[0]))
-        tgt = _pieces(tokenizer.tgt_pieces(train_split.tgt[0]))
+        src = _pieces(tokenizer.src_pieces([int(i) for i in train_split.src[0]]))
+        tgt = _pieces(tokenizer.tgt_pieces([int(i) for i in train_split.tgt[0]]))
         log.info("first training pair in subword pieces:\n  src: %s\n  tgt: %s", src, tgt)
 
 
