@@ -40,9 +40,9 @@ def is_exported(request: DecodeRequest) -> bool:
     return request.run is not None and is_export(request.run)
 
 
-def _open(
-    request: DecodeRequest, *, threads: int, inter_threads: int, min_beam: int = 1
-) -> tuple[ExportedModel, SearchSettings]:
+def _open(request: DecodeRequest, *, min_beam: int = 1) -> tuple[ExportedModel, SearchSettings]:
+    """The export opened on the requested device with `--threads` threads (default 1), and the
+    search settings: the requested ones, else the exported config's."""
     if request.ensemble or request.rerank_with:
         option = "--ensemble" if request.ensemble else "--rerank-with"
         raise UsageError(f"{option} decodes tfm runs; {request.run} is a CTranslate2 export")
@@ -51,8 +51,7 @@ def _open(
         device = "cuda" if require_ctranslate2().get_cuda_device_count() > 0 else "cpu"
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device {device}: a CTranslate2 export runs on cpu or cuda")
-    model = open_export(request.run or "", device=device, threads=threads,
-                        inter_threads=inter_threads)  # fmt: skip
+    model = open_export(request.run or "", device=device, threads=request.threads or 1)
     beam_size = request.beam_size or max(model.config.decoding.beam_size, min_beam)
     settings = search_settings(model, beam_size=beam_size, length_penalty=request.length_penalty)
     return model, settings
@@ -61,12 +60,9 @@ def _open(
 def translate_exported(
     request: DecodeRequest,
     batches: Iterable[Sequence[str]],
-    *,
-    threads: int = 1,
-    inter_threads: int = 1,
 ) -> Iterator[list[str]]:
     """`tfm translate` with an export: each batch's translations, as the batches come."""
-    model, settings = _open(request, threads=threads, inter_threads=inter_threads)
+    model, settings = _open(request)
     for lines in batches:
         yield [found[0][0] for found in translate_nbest_with_ctranslate2(model, lines, settings, 1)]
 
@@ -75,13 +71,9 @@ def translate_exported_nbest(
     request: DecodeRequest,
     batches: Iterable[Sequence[str]],
     n_best: int,
-    *,
-    threads: int = 1,
-    inter_threads: int = 1,
 ) -> Iterator[list[list[tuple[str, float]]]]:
     """`tfm translate --n-best` with an export: per line its n best (text, tfm's score)."""
-    model, settings = _open(request, threads=threads, inter_threads=inter_threads,
-                            min_beam=n_best)  # fmt: skip
+    model, settings = _open(request, min_beam=n_best)
     for lines in batches:
         yield translate_nbest_with_ctranslate2(model, lines, settings, n_best)
 
@@ -93,12 +85,10 @@ def evaluate_exported(
     src: Path | None,
     ref: Path | None,
     output: Path | None,
-    threads: int = 1,
-    inter_threads: int = 1,
 ) -> tuple[dict, list[str]]:
     """`tfm eval` with an export: the translation scores of a split or of aligned files. The
     loss and perplexity need tfm's model, so they are null."""
-    model, settings = _open(request, threads=threads, inter_threads=inter_threads)
+    model, settings = _open(request)
     if src is not None and ref is not None:
         sources, references = read_lines(src, key="--src"), read_lines(ref, key="--ref")
         if len(sources) != len(references):
