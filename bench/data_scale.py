@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--work",
         type=Path,
-        default=Path("/tmp/tfm-data-scale"),
+        default=Path(tempfile.gettempdir()) / "tfm-data-scale",
         help="folder for corpora (kept and reused), runs and the cache",
     )
     parser.add_argument("--quick", action="store_true", help="tiny corpora: seconds")
