@@ -165,3 +165,27 @@ def test_a_mistake_leaves_no_run_directory_and_the_fixed_command_works(
     (tmp_path / "run" / "config.yaml").write_text("run_dir: run\n")
     assert invoke("train", "--config", config, "--no-progress").exit_code == 0
     assert (tmp_path / "run" / "last.pt").is_file()
+
+
+@pytest.mark.parametrize(
+    ("world_size", "launcher"), [(1, "tfm"), (2, "torchrun --nproc_per_node=2 -m tfm")]
+)
+def test_the_resume_command_after_an_interruption_is_the_way_the_run_was_started(
+    tmp_path, monkeypatch, caplog, world_size, launcher
+):
+    from tfm.commands import train as command
+    from tfm.training import TrainResult
+    from tfm.training.distributed import Replicas
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"run_dir: {tmp_path / 'run'}\n", encoding="utf-8")
+    replicas = Replicas(rank=0, world_size=world_size, local_rank=0)
+    monkeypatch.setattr(command, "from_environment", lambda: replicas)
+    interrupted = TrainResult(run_dir=str(tmp_path / "run"), steps=7, epochs_completed=0,
+                              stopped_because="interrupted", best_score=None, best_step=None,
+                              interrupted_by="SIGTERM")  # fmt: skip
+    monkeypatch.setattr(command, "train", lambda *args, **kwargs: interrupted)
+    with caplog.at_level("INFO", logger="tfm"):
+        outcome = command.train_run(config, progress=False)
+    assert outcome.exit_code == 143
+    assert f"  {launcher} train --config {config} --resume" in caplog.text

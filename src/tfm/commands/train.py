@@ -74,7 +74,9 @@ def train_run(
             signal.signal(signum, handler)
     # With --set, --device or --threads, the run's own resolved config holds them (run_dir too).
     resume_config = Path(cfg.run_dir) / "config.yaml" if sets else config
-    resume_command = f"tfm train --config {shlex.quote(str(resume_config))} --resume"
+    world_size = from_environment().world_size  # under torchrun, resume under torchrun
+    launcher = f"torchrun --nproc_per_node={world_size} -m tfm" if world_size > 1 else "tfm"
+    resume_command = f"{launcher} train --config {shlex.quote(str(resume_config))} --resume"
     if result.interrupted_by:
         log.info("interrupted by %s at step %d; checkpoint written. Resume with:\n  %s",
                  result.interrupted_by, result.steps, resume_command)  # fmt: skip
