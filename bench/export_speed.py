@@ -5,7 +5,7 @@ tfm, CTranslate2 float32 and CTranslate2 int8, each greedy and beam 5, on 1 and 
     PYTHONPATH=src python bench/export_speed.py --quick     # a toy run trained in seconds, 50
 
 Sentences per second are text in, text out (tokenising and detokenising included), of all the
-sentences at once (`tfm.evaluation.translate_texts`, `tfm.deploy.translate_with_ctranslate2`),
+sentences at once (tfm.prediction's `translate_texts`, tfm.deploy's `translate_with_ctranslate2`),
 reported as ratios to tfm's greedy search on one thread in the same round ("ratio") and to tfm
 with the same search and threads ("vs tfm"): rounds run the three engines in turn, in
 alternating order. `--beams` and `--threads` choose other lists (`--threads 1` for a quieter
@@ -103,7 +103,8 @@ def _decoder(engine: str, model: str, n_threads: int):
     if engine == "tfm":
         import torch
 
-        from tfm.evaluation import DecodeSettings, translate_texts
+        from tfm.prediction.settings import DecodeSettings
+        from tfm.prediction.translate import translate_texts
         from tfm.rundir.model_file import load_trained
         from tfm.rundir.paths import find_run
 

@@ -299,6 +299,29 @@ def average(
     typer.echo(average_run(run, out, last=last, best=best))
 
 
+@app.command("export")
+@_command
+def export_run(
+    out: Annotated[Path, typer.Option("--out", help="New folder for the exported model.")],
+    run: RunOption = None,
+    quantization: Annotated[
+        str,
+        typer.Option(help="Weights: none (float32), int8, int8_float32, float16 or bfloat16."),
+    ] = "none",
+    device: Annotated[
+        str, typer.Option("--device", help="Where the export will run: cpu or cuda.")
+    ] = "cpu",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an earlier export in --out.")
+    ] = False,
+) -> None:
+    """Export a run's model to CTranslate2 (fast CPU/GPU inference; needs tfm[deploy]); prints
+    the folder, which `tfm translate --run` and `tfm eval --run` accept."""
+    from tfm.commands.deployed import export
+
+    typer.echo(export(run, out, quantization=quantization, overwrite=overwrite, device=device))
+
+
 def main() -> None:
     app()
 

@@ -11,7 +11,6 @@ pytest.importorskip("ctranslate2")
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "export_speed.py"
 
 
-@pytest.mark.slow
 def test_quick_mode_reports_every_row(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("export_speed", SCRIPT)
     bench = importlib.util.module_from_spec(spec)

@@ -13,8 +13,8 @@ import torch
 import tfm
 from tfm.config import load_config
 from tfm.data.tokenizer import BOS_ID, EOS_ID
-from tfm.evaluation import (
-    DecodeSettings,
+from tfm.prediction.settings import DecodeSettings
+from tfm.prediction.translate import (
     translate_ids,
     translate_nbest_ids,
     translate_texts,

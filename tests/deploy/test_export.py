@@ -103,7 +103,7 @@ def test_an_existing_folder_is_replaced_only_with_overwrite(toy_run, tmp_path):
     out = tmp_path / "out"
     export_run(toy_run, out)
     message = one_line_error(UsageError, lambda: export_run(toy_run, out, quantization="int8"))
-    assert message == f"output folder {out} already exists; pass overwrite to replace it"
+    assert message == f"output folder {out} already exists; use --overwrite to replace it"
     assert read_export_info(out).quantization == "none"
     export_run(toy_run, out, quantization="int8", overwrite=True)
     assert read_export_info(out).quantization == "int8"

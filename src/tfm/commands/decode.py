@@ -6,6 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from tfm.commands.deployed import (
+    evaluate_exported,
+    is_exported,
+    translate_exported,
+    translate_exported_nbest,
+)
 from tfm.data.corpus import LoadReport
 from tfm.data.formats import read_lines
 from tfm.data.pipeline import EncodedSplit, encode_split, prepare_splits
@@ -25,6 +31,8 @@ def evaluate_run(
     src: Path | None = None,
     ref: Path | None = None,
     output: Path | None = None,
+    threads: int = 1,
+    inter_threads: int = 1,
 ) -> tuple[dict, list[str]]:
     """Scores (and hypotheses in input order) of the requested run, ensemble or reranked beam
     on a split or on the aligned files `src` and `ref`; the hypotheses are also written to
@@ -33,6 +41,9 @@ def evaluate_run(
         raise UsageError("--src and --ref go together")
     if split not in SPLITS:
         raise UsageError(f"--split {split!r}: expected train, validation or test")
+    if is_exported(request):
+        return evaluate_exported(request, split=split, src=src, ref=ref, output=output,
+                                 threads=threads, inter_threads=inter_threads)  # fmt: skip
     decoding = open_decoding(request)
     if src is not None and ref is not None:
         data, name = _aligned_files(decoding, src, ref), str(src)
@@ -51,7 +62,8 @@ def evaluate_run(
     if request.ensemble:
         header["ensemble"] = [str(Path(other)) for other in request.ensemble]
     settings = decoding.settings
-    options = {"beam_size": settings.beam_size, "length_penalty": settings.length_penalty}
+    options: dict[str, object] = {"beam_size": settings.beam_size}
+    options["length_penalty"] = settings.length_penalty
     if reranker is not None:
         options["rerank_with"] = [str(Path(other)) for other in request.rerank_with]
         options["rerank_weight"] = reranker.weight
@@ -74,16 +86,28 @@ def _aligned_files(decoding: Decoding, src: Path, ref: Path) -> EncodedSplit:
 
 
 def translate_batches(
-    request: DecodeRequest, batches: Iterable[Sequence[str]]
+    request: DecodeRequest,
+    batches: Iterable[Sequence[str]],
+    *,
+    threads: int = 1,
+    inter_threads: int = 1,
 ) -> Iterator[list[str]]:
     """The translations of each batch of lines, one per line, batch by batch as the batches
-    come; an empty line stays empty. The run is opened now, before the first batch is taken."""
+    come; an empty line stays empty. The run is opened now, before the first batch is taken.
+    An exported `--run` decodes with CTranslate2 (`threads`, `inter_threads` are its own)."""
+    if is_exported(request):
+        return translate_exported(request, batches, threads=threads, inter_threads=inter_threads)
     decoding = open_decoding(request)
     return _numbered(batches, decoding.translate)
 
 
 def translate_batches_nbest(
-    request: DecodeRequest, batches: Iterable[Sequence[str]], n_best: int
+    request: DecodeRequest,
+    batches: Iterable[Sequence[str]],
+    n_best: int,
+    *,
+    threads: int = 1,
+    inter_threads: int = 1,
 ) -> Iterator[list[list[tuple[str, float]]]]:
     """The `n_best` (translation, score) pairs of each line, best first, batch by batch; the
     beam is the requested one, else the config's but at least `n_best`. With reranking, the
@@ -91,6 +115,9 @@ def translate_batches_nbest(
     beam_size = request.beam_size
     if beam_size is not None and beam_size < n_best:
         raise UsageError(f"--n-best {n_best} needs --beam-size {n_best} or more, not {beam_size}")
+    if is_exported(request):
+        return translate_exported_nbest(request, batches, n_best, threads=threads,
+                                        inter_threads=inter_threads)  # fmt: skip
     decoding = open_decoding(request, min_beam=n_best)
     return _numbered(
         batches, lambda lines, *, first_line: decoding.nbest(lines, n_best, first_line=first_line)

@@ -15,7 +15,7 @@ import os
 import select
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, TextIO, cast
 
 from tfm.data.formats import BOM, read_lines
 from tfm.errors import DataError, UsageError
@@ -39,7 +39,7 @@ def translation_input(
         return iter([lines] if lines else [])
     if stdin.isatty():
         raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
-    return stream_batches(getattr(stdin, "buffer", stdin))
+    return stream_batches(cast(BinaryIO, getattr(stdin, "buffer", stdin)))
 
 
 def check_arguments(arguments: Sequence[str]) -> list[str]:

@@ -9,7 +9,7 @@ test pairs are never dropped for length, so their scores stay comparable across 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tfm.config import DataConfig, TokenizerConfig
@@ -67,7 +67,7 @@ def encode_split(
     """Tokenize a split once; with `max_length`, drop (and count) pairs longer than that."""
     src_ids = tokenizer.encode_src(src_text)
     tgt_ids = tokenizer.encode_tgt(tgt_text)
-    keep = range(len(src_ids))
+    keep: Sequence[int] = range(len(src_ids))
     if max_length is not None:
         keep = [i for i in keep if len(src_ids[i]) <= max_length and len(tgt_ids[i]) <= max_length]
         if len(keep) < len(src_ids):

@@ -33,6 +33,7 @@ import time
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from pathlib import Path
+from typing import cast
 
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HfTokenizer
@@ -194,10 +195,10 @@ class Tokenizer:
 
     def src_pieces(self, ids: Sequence[int]) -> list[str]:
         """One readable subword per id ("▁Mann", "."), e.g. for attention plot axes."""
-        return [self._src.id_to_token(i) for i in ids]
+        return _pieces(self._src, ids)
 
     def tgt_pieces(self, ids: Sequence[int]) -> list[str]:
-        return [self._tgt.id_to_token(i) for i in ids]
+        return _pieces(self._tgt, ids)
 
     # --- identity and files -------------------------------------------------------------------
 
@@ -276,7 +277,12 @@ def _from_json(spec: object) -> HfTokenizer:
 
 
 def _tokens_by_id(tok: HfTokenizer) -> list[str]:
-    return [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+    return _pieces(tok, range(tok.get_vocab_size()))
+
+
+def _pieces(tok: HfTokenizer, ids: Sequence[int]) -> list[str]:
+    """The token string of each id (every id below the vocabulary size has one)."""
+    return [cast(str, tok.id_to_token(i)) for i in ids]
 
 
 def _encode(tok: HfTokenizer, texts: Sequence[str], side: str) -> list[list[int]]:

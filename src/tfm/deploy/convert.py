@@ -22,6 +22,7 @@ starts from <s> (tfm's BOS) and CTranslate2 appends </s> to each source, as tfm 
 from __future__ import annotations
 
 from collections import Counter
+from typing import cast
 
 import ctranslate2
 import torch
@@ -31,7 +32,7 @@ from torch import nn
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from tfm.errors import UsageError
 from tfm.transformer import MultiHeadAttention, Transformer
-from tfm.transformer.layers import Residual
+from tfm.transformer.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, Residual
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 
@@ -121,20 +122,21 @@ def build_spec(model: Transformer, tokenizer: Tokenizer, model_args: dict):
     return spec
 
 
-def _set_stack(spec, model: Transformer, stack: nn.Module) -> None:
+def _set_stack(spec, model: Transformer, stack: Encoder | Decoder) -> None:
     """Embedding scale, position table, layers and final norm of the encoder or decoder."""
     spec.scale_embeddings = True  # §3.4: times sqrt(d_model), before the positions are added
     spec.position_encodings.encodings = _tensor(model.positional_encoding.table)  # (max_len, D)
     if stack.final_norm is not None:
         _set_norm(spec.layer_norm, stack.final_norm)
-    for layer_spec, layer in zip(spec.layer, stack.layers, strict=True):
+    layers = [cast(EncoderLayer | DecoderLayer, layer) for layer in stack.layers]
+    for layer_spec, layer in zip(spec.layer, layers, strict=True):
         _set_attention(
             layer_spec.self_attention,
             layer.self_attention,
             layer.self_attention_residual,
             fused_query=True,
         )
-        if hasattr(layer, "cross_attention"):
+        if isinstance(layer, DecoderLayer):
             _set_attention(
                 layer_spec.attention,
                 layer.cross_attention,

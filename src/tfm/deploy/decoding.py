@@ -36,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tfm.config import Config, load_config
 from tfm.data.tokenizer import EOS_ID, Tokenizer
@@ -66,7 +66,7 @@ class Hypothesis(NamedTuple):
 class ExportedModel:
     """An exported folder opened for translation."""
 
-    translator: object  # ctranslate2.Translator
+    translator: Any  # a ctranslate2.Translator (ctranslate2 ships no type hints)
     tokenizer: Tokenizer
     config: Config
     info: ExportInfo
@@ -134,10 +134,10 @@ def translate_nbest_ids(
     *,
     with_scores: bool = True,
 ) -> list[list[Hypothesis]]:
-    """Decode framed sources (ids + EOS), as `tfm.evaluation.translate_nbest_ids` does: per
-    source its `n_best` hypotheses, best first, output ids without BOS and EOS and tfm's score
-    (log-probability / GNMT penalty). Without `with_scores`, greedy search skips computing
-    log-probabilities and every score is NaN."""
+    """Decode framed sources (ids + EOS) as `tfm.prediction.translate.translate_nbest_ids`
+    does: per source its `n_best` hypotheses, best first, output ids without BOS and EOS and
+    tfm's score (log-probability / GNMT penalty). Without `with_scores`, greedy search skips
+    computing log-probabilities and every score is NaN."""
     K = settings.beam_size
     if K < 1 or not 1 <= n_best <= K:
         raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {K=}, {n_best=}")

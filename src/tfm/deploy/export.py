@@ -161,7 +161,7 @@ def _check_target(out: Path, *, overwrite: bool) -> None:
     if not out.exists():
         return
     if not overwrite:
-        raise UsageError(f"output folder {out} already exists; pass overwrite to replace it")
+        raise UsageError(f"output folder {out} already exists; use --overwrite to replace it")
     if not out.is_dir() or (any(out.iterdir()) and not is_export(out)):
         raise UsageError(
             f"output folder {out} exists and is not a tfm CTranslate2 export; "

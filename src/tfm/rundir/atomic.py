@@ -15,8 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-import torch
-
 from tfm.rundir.failure import write_failure
 
 logger = logging.getLogger(__name__)
@@ -58,6 +56,8 @@ def _fsync_directory(directory: Path) -> None:
 
 def atomic_save(obj: object, path: PathLike) -> None:
     """`torch.save` obj to path so that path holds the old or the new content even after a crash."""
+    import torch  # here, not at the top: text writes (the tokenizer's) need no torch
+
     _atomic_write(Path(path), lambda file: torch.save(obj, file))
 
 

@@ -18,11 +18,20 @@ import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import overload
 
 from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.failure import write_failure
 
 log = logging.getLogger(__name__)
+
+
+@overload
+def json_safe(value: dict) -> dict: ...
+
+
+@overload
+def json_safe(value: object) -> object: ...
 
 
 def json_safe(value: object) -> object:

@@ -1,0 +1,61 @@
+"""`tfm export`, and `tfm translate` / `tfm eval` given an export as --run: the same output
+contracts as the run itself, through the CLI."""
+
+import json
+
+from typer.testing import CliRunner
+
+from tfm.cli import app
+
+runner = CliRunner()
+SENTENCES = ["the small dog sees the big cat", "", "a man walks home"]
+
+
+def test_export_prints_the_folder_and_refuses_to_overwrite_without_asking(toy_run, tmp_path):
+    out = tmp_path / "ct2"
+    first = runner.invoke(app, ["export", "--run", str(toy_run), "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    assert first.stdout.strip() == str(out)
+    again = runner.invoke(app, ["export", "--run", str(toy_run), "--out", str(out)])
+    assert again.exit_code == 2
+    assert "--overwrite" in again.output
+    bad = runner.invoke(app, ["export", "--run", str(toy_run), "--out", str(tmp_path / "q"),
+                              "--quantization", "int4"])  # fmt: skip
+    assert bad.exit_code == 2 and "int4" in bad.output
+
+
+def test_translate_with_an_export_prints_what_the_run_prints(toy_run, exported):
+    ours = runner.invoke(app, ["translate", "--run", str(toy_run), *SENTENCES])
+    theirs = runner.invoke(app, ["translate", "--run", str(exported), *SENTENCES])
+    assert ours.exit_code == 0 and theirs.exit_code == 0, theirs.output
+    assert theirs.stdout == ours.stdout
+    assert theirs.stdout.splitlines()[1] == ""  # a blank line stays blank
+
+
+def test_n_best_with_an_export_has_the_runs_format_and_hypotheses(toy_run, exported):
+    args = ["translate", "--n-best", "2", "--beam-size", "3", SENTENCES[0]]
+    ours = runner.invoke(app, [*args, "--run", str(toy_run)])
+    theirs = runner.invoke(app, [*args, "--run", str(exported)])
+    assert theirs.exit_code == 0, theirs.output
+    ours_rows = [line.split("\t") for line in ours.stdout.splitlines()]
+    theirs_rows = [line.split("\t") for line in theirs.stdout.splitlines()]
+    assert [(n, text) for n, _, text in theirs_rows] == [(n, text) for n, _, text in ours_rows]
+    for (_, ours_score, _), (_, theirs_score, _) in zip(ours_rows, theirs_rows, strict=True):
+        assert abs(float(ours_score) - float(theirs_score)) < 1e-3
+
+
+def test_eval_with_an_export_scores_the_split_as_the_run_does(toy_run, exported):
+    ours = json.loads(runner.invoke(app, ["eval", "--run", str(toy_run), "--json"]).stdout)
+    result = runner.invoke(app, ["eval", "--run", str(exported), "--json"])
+    assert result.exit_code == 0, result.output
+    theirs = json.loads(result.stdout)
+    assert theirs["engine"] == "ctranslate2" and theirs["loss"] is None
+    assert theirs["sentences"] == ours["sentences"]
+    assert abs(theirs["bleu"] - ours["bleu"]) <= 0.5
+
+
+def test_an_export_does_not_decode_in_an_ensemble(toy_run, exported):
+    result = runner.invoke(app, ["translate", "--run", str(exported), "--ensemble", str(toy_run),
+                                 "a dog"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "CTranslate2 export" in result.output
