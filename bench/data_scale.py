@@ -5,14 +5,16 @@ For each size it runs, as separate processes (memory is read from /proc while th
     cold   `tfm train` with an empty data cache: reading, BPE, encoding, then training
     warm   `tfm train --overwrite` again: the cache is mapped, nothing is prepared
     check  `tfm data check` with an empty data cache
-and reports the time to the first training step and the peak RSS up to it (cold and warm),
-the preparation's phases (from the entry's meta.json), the RSS growth from step 10 to the last,
-the check's time and peak RSS, and the cache's size on disk. A least-squares line through the
-sizes gives the growth per million pairs and the figures at 4.5M pairs (WMT14 en-de).
+and reports the time to the first logged training step (step 10) and the peak RSS up to it,
+cold and warm, with the peak of its anonymous part (RssAnon: RSS less mapped file pages, which
+the kernel can drop and read again); the preparation's phases (from the entry's meta.json); the
+RSS growth from step 10 to the last; the check's time and peaks; the cache's size on disk. A
+least-squares line through the sizes gives the growth per million pairs and the figures at 4.5M
+pairs (WMT14 en-de).
 
     PYTHONPATH=src OMP_NUM_THREADS=2 python bench/data_scale.py                 # 30k, 300k, 1M
     PYTHONPATH=src OMP_NUM_THREADS=2 python bench/data_scale.py --sizes 30000 300000 1000000 3000000
-    PYTHONPATH=src python bench/data_scale.py --quick                           # seconds
+    PYTHONPATH=src python bench/data_scale.py --quick                           # a minute or two
 
 The corpus: two made-up languages of 50,000 words each (random letters, 2-11 long), drawn by a
 Zipf law (s = 1.1); sentence lengths log-normal around 20 words, at most 120; the target is the
@@ -105,17 +107,18 @@ def watch(command: list[str], metrics: Path | None, logs: Path) -> dict:
     with out.open("w") as stdout, err.open("w") as stderr:
         process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, text=True)
     status = Path(f"/proc/{process.pid}/status")
-    peak, first_step, rss_at = 0.0, None, {}
+    peak, anon, first_step, rss_at = 0.0, 0.0, None, {}
     while True:
         memory = _memory(status)
-        peak = max(peak, memory.get("VmHWM", 0.0))
+        peak, anon = max(peak, memory.get("VmHWM", 0.0)), max(anon, memory.get("RssAnon", 0.0))
         if metrics is not None and metrics.exists():
             for event in map(json.loads, metrics.read_text().splitlines()):
                 step = event["step"]
                 if "train_loss" in event and step not in rss_at:
                     rss_at[step] = memory.get("VmRSS", 0.0)
                     if first_step is None:
-                        first_step = {"s": time.perf_counter() - start, "peak_mib": peak}
+                        first_step = {"s": time.perf_counter() - start, "peak_mib": peak,
+                                      "anon_mib": anon}  # fmt: skip
         pid, code, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             break
@@ -127,6 +130,7 @@ def watch(command: list[str], metrics: Path | None, logs: Path) -> dict:
         "s": time.perf_counter() - start,
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_mib": max(peak, usage.ru_maxrss / 1024),
+        "anon_mib": anon,
         "first_step": first_step,
         "rss_at": rss_at,
         "stdout": out.read_text(),
@@ -135,12 +139,13 @@ def watch(command: list[str], metrics: Path | None, logs: Path) -> dict:
 
 
 def _memory(status: Path) -> dict[str, float]:
-    """VmRSS and VmHWM of a running process in MiB (empty once it has exited)."""
+    """VmRSS, VmHWM (its peak) and RssAnon (what is not a mapped file: memory the kernel cannot
+    take back by dropping pages) of a running process in MiB (empty once it has exited)."""
     try:
         lines = status.read_text().splitlines()
     except (FileNotFoundError, ProcessLookupError):
         return {}
-    fields = (line.split() for line in lines if line.startswith(("VmRSS", "VmHWM")))
+    fields = (line.split() for line in lines if line.startswith(("VmRSS", "VmHWM", "RssAnon")))
     return {name.rstrip(":"): int(kib) / 1024 for name, kib, *_ in fields}
 
 
@@ -177,6 +182,8 @@ def measure(work: Path, n: int, *, quick: bool) -> dict:
         "cold_peak_mib": cold["first_step"]["peak_mib"],
         "warm_first_step_s": warm["first_step"]["s"],
         "warm_peak_mib": warm["first_step"]["peak_mib"],
+        "cold_anon_mib": cold["first_step"]["anon_mib"],
+        "warm_anon_mib": warm["first_step"]["anon_mib"],
         "cold_data_s": _data_seconds(cold["stderr"]),
         "warm_data_s": _data_seconds(warm["stderr"]),
         "cold_wrote_cache": "prepared data written to" in cold["stderr"],
@@ -186,6 +193,7 @@ def measure(work: Path, n: int, *, quick: bool) -> dict:
         "check_s": check["s"],
         "check_cpu_s": check["cpu_s"],
         "check_peak_mib": check["peak_mib"],
+        "check_anon_mib": check["anon_mib"],
         "check_pairs": json.loads(check["stdout"])["splits"]["train"]["pairs"],
         "cache_mb": sum(f.stat().st_size for f in entry.parent.iterdir()) / 1e6,
     }
@@ -211,6 +219,9 @@ FITTED = (
     "cold_peak_mib",
     "warm_peak_mib",
     "check_peak_mib",
+    "cold_anon_mib",
+    "warm_anon_mib",
+    "check_anon_mib",
     "prepare_s",
     "prepare_cpu_s",
     "cold_first_step_s",
@@ -240,10 +251,13 @@ COLUMNS = (  # the table's columns and their formats
     ("warm_first_step_s", "{:.1f}"),
     ("cold_peak_mib", "{:.0f}"),
     ("warm_peak_mib", "{:.0f}"),
+    ("cold_anon_mib", "{:.0f}"),
+    ("warm_anon_mib", "{:.0f}"),
     ("growth_mib", "{:+.0f}"),
     ("check_s", "{:.1f}"),
     ("check_cpu_s", "{:.1f}"),
     ("check_peak_mib", "{:.0f}"),
+    ("check_anon_mib", "{:.0f}"),
     ("cache_mb", "{:.0f}"),
 )
 

@@ -2,6 +2,7 @@
 the batch sampler that reads their lengths."""
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def test_ids_take_the_smallest_type_that_holds_the_vocabulary(vocab_size, dtype)
 def test_mapped_ids_behave_as_the_list_of_lists(tmp_path):
     write(tmp_path / "src", ROWS, np.uint16)
     ids = RaggedIds.open(tmp_path / "src", np.dtype(np.uint16))
-    assert isinstance(ids.values, np.memmap)
+    assert ids.mapping is not None and not ids.values.flags.writeable  # a read-only map
     assert len(ids) == 4 and ids[2] == [9, 8, 7, 6, 2] and ids[-1] == [4, 2]
     assert all(type(i) is int for i in ids[0])  # plain ints, as collate and json expect
     assert list(ids) == ROWS and ids == ROWS and ids[1:3] == ROWS[1:3]
@@ -104,3 +105,24 @@ def test_sampler_on_arrays_gives_the_batches_of_the_lists():
     assert [start for start, _ in from_arrays._groups] == starts
     for epoch in (0, 1):
         assert from_arrays.epoch(epoch) == from_lists.epoch(epoch)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_full_pass_gives_the_mapped_pages_back(tmp_path):
+    text = "x" * 200
+    (tmp_path / "big.text").write_bytes(text.encode() * 200_000)  # 40 MB
+    offsets = np.arange(0, 200_001, dtype=np.int64) * 200
+    np.save(tmp_path / "big.text-offsets.npy", offsets)
+    texts = RaggedText.open(tmp_path / "big")
+    before = file_rss_mib()
+    assert all(row == text for row in texts)
+    assert file_rss_mib() - before < 8  # without giving pages back: 40 MB more
+    assert texts[199_999] == text  # and rows can still be read after
+
+
+def file_rss_mib() -> float:
+    """The process's resident memory backed by files (mapped pages), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no RssFile in /proc/self/status")

@@ -48,8 +48,9 @@ def check_data(config: Config) -> dict:
     texts: dict[str, tuple[Sequence[str], Sequence[str]]] = {
         "train": (entry.texts("src"), entry.texts("tgt"))
     }
+    counted = entry.meta["tokens"]  # <unk> was counted when the ids were written
     tokens = {"train": _tokens(src_ids.lengths - 1, tgt_ids.lengths - 2,
-                               [src_ids.values, tgt_ids.values])}  # fmt: skip
+                               [counted["src_unknown"], counted["tgt_unknown"]])}  # fmt: skip
     for name in SPLITS[1:]:
         src, tgt, reports[name] = load_texts(config.data, name)
         log.info(reports[name].summary())
@@ -92,22 +93,17 @@ def _scan(src: Iterable[str], tgt: Iterable[str]) -> dict[str, np.ndarray]:
     return {name: np.frombuffer(values, dtype=np.int64) for name, values in columns.items()}
 
 
-def _tokens(src: np.ndarray, tgt: np.ndarray, ids: Sequence[Sequence[int] | np.ndarray]) -> dict:
+def _tokens(src: np.ndarray, tgt: np.ndarray, unknown: Sequence[int]) -> dict:
     """Subword tokens per sentence (unframed) and `<unk>` counts, per side."""
-    unknown = [int(np.count_nonzero(np.asarray(side) == UNK_ID)) for side in ids]
     return {"src": src, "tgt": tgt, "src_unk": unknown[0], "tgt_unk": unknown[1]}
 
 
 def _encoded(src: list[str], tgt: list[str], tokenizer: Tokenizer) -> dict:
     with _quiet(logging.getLogger("tfm.data.tokenizer")):  # <unk> is counted here, not warned
-        src_ids, tgt_ids = tokenizer.encode_src(src), tokenizer.encode_tgt(tgt)
-    flat = [
-        np.fromiter((i for ids in side for i in ids), dtype=np.int64) for side in (src_ids, tgt_ids)
-    ]
-    lengths = [
-        np.fromiter(map(len, side), dtype=np.int64, count=len(side)) for side in (src_ids, tgt_ids)
-    ]
-    return _tokens(lengths[0], lengths[1], flat)
+        sides = tokenizer.encode_src(src), tokenizer.encode_tgt(tgt)
+    lengths = [np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)) for ids in sides]
+    unknown = [sum(row.count(UNK_ID) for row in ids) for ids in sides]
+    return _tokens(lengths[0], lengths[1], unknown)
 
 
 def _lengths(scan: dict[str, np.ndarray], tokens: dict, max_length: int) -> dict:

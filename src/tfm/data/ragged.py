@@ -15,6 +15,7 @@ str), iteration, slices (as lists) and `==` against any sequence behave as on li
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Self, overload
@@ -81,7 +82,12 @@ class _Flat(_Rows):
     """Rows `values[offsets[j]:offsets[j + 1]]` for j in `selection` (all rows when None)."""
 
     def __init__(
-        self, *, values: np.ndarray, offsets: np.ndarray, selection: np.ndarray | None = None
+        self,
+        *,
+        values: np.ndarray,
+        offsets: np.ndarray,
+        selection: np.ndarray | None = None,
+        mapping: mmap.mmap | None = None,
     ) -> None:
         if offsets.ndim != 1 or len(offsets) < 1 or int(offsets[-1]) != len(values):
             raise ValueError(
@@ -89,6 +95,7 @@ class _Flat(_Rows):
                 f"{int(offsets[-1]) if len(offsets) else 'no offsets'}"
             )
         self.values, self.offsets, self.selection = values, offsets, selection
+        self.mapping = mapping  # the file `values` is read from, if it is mapped
         self._lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -106,7 +113,24 @@ class _Flat(_Rows):
         """The rows `index` (of this sequence), sharing the arrays."""
         index = np.asarray(index, dtype=np.int64)
         base = index if self.selection is None else self.selection[index]
-        return type(self)(values=self.values, offsets=self.offsets, selection=base)
+        return type(self)(
+            values=self.values, offsets=self.offsets, selection=base, mapping=self.mapping
+        )
+
+    def _blocks(self) -> Iterator[tuple[np.ndarray, list[int]]]:
+        """All rows in order, a block at a time: a copy of the block's values, and where each
+        row starts and ends in it. A mapped file's pages are given back once copied, so that a
+        full pass (encoding, `tfm data check`) does not fill the process's memory with them."""
+        for start in range(0, len(self), _BLOCK):
+            bounds = self.offsets[start : start + _BLOCK + 1]
+            a, b = int(bounds[0]), int(bounds[-1])
+            block = np.array(self.values[a:b])
+            if self.mapping is not None and _RELEASE is not None:
+                itemsize = self.values.itemsize
+                first = a * itemsize // mmap.PAGESIZE * mmap.PAGESIZE  # madvise wants whole pages
+                if b * itemsize > first:
+                    self.mapping.madvise(_RELEASE, first, b * itemsize - first)
+            yield block, (bounds - bounds[0]).tolist()
 
     def _span(self, i: int) -> tuple[int, int]:
         j = i if self.selection is None else int(self.selection[i])
@@ -124,10 +148,8 @@ class RaggedIds(_Flat):
         if self.selection is not None:
             yield from map(self.row, range(len(self)))
             return
-        for start in range(0, len(self), _BLOCK):  # one read per block of rows
-            bounds = self.offsets[start : start + _BLOCK + 1]
-            values = self.values[int(bounds[0]) : int(bounds[-1])].tolist()
-            cuts = (bounds - bounds[0]).tolist()
+        for block, cuts in self._blocks():
+            values = block.tolist()
             yield from (values[a:b] for a, b in zip(cuts, cuts[1:]))  # noqa: B905
 
     @classmethod
@@ -156,10 +178,8 @@ class RaggedText(_Flat):
         if self.selection is not None:
             yield from map(self.row, range(len(self)))
             return
-        for start in range(0, len(self), _BLOCK):
-            bounds = self.offsets[start : start + _BLOCK + 1]
-            data = self.values[int(bounds[0]) : int(bounds[-1])].tobytes()
-            cuts = (bounds - bounds[0]).tolist()
+        for block, cuts in self._blocks():
+            data = block.tobytes()
             yield from (data[a:b].decode("utf-8") for a, b in zip(cuts, cuts[1:]))  # noqa: B905
 
     @classmethod
@@ -169,14 +189,17 @@ class RaggedText(_Flat):
 
 
 _BLOCK = 4096  # rows read at a time when iterating
+_RELEASE = getattr(mmap, "MADV_DONTNEED", None)  # Linux and macOS; elsewhere pages stay mapped
 
 
-def _mapped(stem: Path, suffix: str, dtype: np.dtype) -> dict[str, np.ndarray]:
+def _mapped(stem: Path, suffix: str, dtype: np.dtype) -> dict[str, Any]:
     offsets = np.load(f"{stem}{suffix}-offsets.npy", mmap_mode="r")
     path = Path(f"{stem}{suffix}")
-    if path.stat().st_size == 0:  # numpy cannot map an empty file
+    if path.stat().st_size == 0:  # an empty file cannot be mapped
         return {"values": np.zeros(0, dtype=dtype), "offsets": offsets}
-    return {"values": np.memmap(path, dtype=dtype, mode="r"), "offsets": offsets}
+    with path.open("rb") as file:
+        mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    return {"values": np.frombuffer(mapping, dtype=dtype), "offsets": offsets, "mapping": mapping}
 
 
 # --- lazy views for both-ways epochs -----------------------------------------------------------

@@ -207,7 +207,8 @@ def _learn(
 def _write_ids(
     texts: dict[str, RaggedText], tokenizer: Tokenizer, folder: Path, *, progress: bool
 ) -> dict[str, int]:
-    """Step 3: every sentence encoded and framed into `{src,tgt}.ids`; tokens per side."""
+    """Step 3: every sentence encoded and framed into `{src,tgt}.ids`; tokens per side, framing
+    included, and `<unk>` tokens ("src_unknown", "tgt_unknown")."""
     src_model, tgt_model = tokenizer.bpe_models
     src_encoder = _encoder(src_model)
     encoders = {"src": src_encoder, "tgt": src_encoder if tokenizer.joint else _encoder(tgt_model)}
@@ -230,7 +231,7 @@ def _write_ids(
                 total += len(framed)
                 bar.update(len(chunk))
         writer.close()
-        tokens[side] = total
+        tokens[side], tokens[f"{side}_unknown"] = total, unknown
         if unknown:
             log.warning("%d %s token(s) of the training split are <unk>", unknown, side)
     return tokens
