@@ -27,6 +27,7 @@ def tiny_config():
             "model.d_ff=32",
             "train.max_tokens=800",
             "train.log_every=1",
+            "train.threads=1",  # runs compared bit for bit use one thread count
             "train.warmup_steps=2",
             "decoding.max_len_b=2",
         ]

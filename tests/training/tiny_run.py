@@ -24,7 +24,9 @@ def write_tiny_config(
             "d_ff": 64,
             "dropout": dropout,
         },
-        "train": {"log_every": 1, "warmup_steps": 4, "lr": 3e-3, **train},
+        # One thread, set in the config: the losses of a run and of its resumption are compared
+        # bit for bit, and a child process would otherwise pick its own thread count.
+        "train": {"log_every": 1, "warmup_steps": 4, "lr": 3e-3, "threads": 1, **train},
         "decoding": {"max_len_b": max_len_b},
     }
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
