@@ -28,7 +28,8 @@ def write_config(path, config) -> str:
 def logged(tmp_path_factory, tiny_config):
     """A 3-step run with a log window of 2 steps, progress on (stderr is not a terminal)."""
     where = tmp_path_factory.mktemp("train")
-    config = tiny_config(where / "run", max_steps=3, log_every=2, validate_every=3)
+    # threads left to tfm (null), so that the log says how it chose them
+    config = tiny_config(where / "run", max_steps=3, log_every=2, validate_every=3, threads="null")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(where)
         result = invoke("train", "--config", write_config(where / "c.yaml", config))
