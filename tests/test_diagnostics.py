@@ -4,6 +4,8 @@ and stay quiet on a healthy one; training gives the advice once, then one line w
 import json
 import logging
 
+from builders import tiny_config
+
 from tfm.diagnostics import (
     Finding,
     degenerate_warnings,
@@ -91,7 +93,7 @@ def test_all_three_together(tmp_path):
 
 
 def test_training_gives_the_advice_once_and_then_one_line_while_it_persists(
-    tmp_path, monkeypatch, caplog, tiny_config
+    tmp_path, monkeypatch, caplog
 ):
     def looping(hypotheses, history):
         step = history[-1]["step"]
