@@ -1,39 +1,71 @@
-"""Fixtures shared across test folders."""
+"""Fixtures shared across test folders: the runs trained once for the session, and test settings.
+
+Tiny configs come from `builders` (`tiny_config`, `tiny_config_file`, `tiny_settings`); runs that
+many tests read are trained once (`shared_runs`): `trained_run`, `both_ways_run`, and
+`copy_of_trained_run` for a test that resumes or damages one.
+"""
+
+import contextlib
+import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
+from shared_runs import DONE, build_both_ways, build_trained, built_once, copy_run, session_folder
 from tiny_models import single_thread, train_copy_model
 
-from tfm.config import Config, load_config
 from tfm.transformer import Transformer
+
+# One thread in every test process and in the processes tests start: the models are tiny, and when
+# processes share the cores (pytest-xdist's workers, torchrun's, anyone else's) threads that wait
+# on each other make small ops many times slower.
+os.environ["OMP_NUM_THREADS"] = "1"
+torch.set_num_threads(1)
+
+
+def shared_run(tmp_path_factory, name: str, build) -> Path:
+    folder = session_folder(tmp_path_factory.getbasetemp()) / name
+    built_once(folder, build)
+    return folder / "run"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scratch_cwd(tmp_path_factory):
+    """Every test starts in a scratch folder of this session (of this worker, under
+    pytest-xdist), not in the checkout: training remembers its run in the current folder's
+    .tfm/, and a test that writes a relative path writes there."""
+    with contextlib.chdir(tmp_path_factory.mktemp("cwd")):
+        yield
 
 
 @pytest.fixture(scope="session")
-def tiny_config():
-    """Factory: a config for a 1+1-layer, d_model-16 model on 120 toy pairs (trains in seconds);
-    keyword arguments override `train.*` keys."""
+def trained_run(tmp_path_factory) -> Path:
+    """A run trained by `tfm train` for 200 steps on 3000 toy pairs (builders.TRAINED): it
+    translates the toy grammar (validation BLEU about 25); validated at steps 100 and 200, with
+    checkpoints at 100, 150 and 200. Read it, never change it: copy it (`copy_of_trained_run`) to
+    resume or damage it. Its folder also holds the config it was trained from (run.yaml)."""
+    return shared_run(tmp_path_factory, "trained", build_trained)
 
-    def make(run_dir, **train_keys) -> Config:
-        sets = [
-            f"run_dir={run_dir}",
-            "data.toy.n_train=120",
-            "data.toy.n_validation=6",
-            "data.toy.n_test=6",
-            "tokenizer.vocab_size=150",
-            "model.d_model=16",
-            "model.n_heads=2",
-            "model.n_encoder_layers=1",
-            "model.n_decoder_layers=1",
-            "model.d_ff=32",
-            "train.max_tokens=800",
-            "train.log_every=1",
-            "train.threads=1",  # runs compared bit for bit use one thread count
-            "train.warmup_steps=2",
-            "decoding.max_len_b=2",
-        ]
-        return load_config(None, sets + [f"train.{k}={v}" for k, v in train_keys.items()])
 
-    return make
+@pytest.fixture(scope="session")
+def trained_run_output(trained_run) -> dict:
+    """What `tfm train` of `trained_run` wrote: "stdout", "stderr", and "peak_mib", the peak
+    memory of the process that trained it, measured right after training."""
+    return json.loads((trained_run.parent / DONE).read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def copy_of_trained_run(trained_run, tmp_path) -> Path:
+    """A copy of `trained_run` at tmp_path/run, its config.yaml naming it: this test's own."""
+    return copy_run(trained_run, tmp_path / "run")
+
+
+@pytest.fixture(scope="session")
+def both_ways_run(tmp_path_factory) -> Path:
+    """The trained run's recipe trained both ways in every epoch for 300 steps: a model of de→en
+    as well as en→de (BLEU near 20 and 35), whose config says so. Read it, never change it."""
+    return shared_run(tmp_path_factory, "both-ways", build_both_ways)
 
 
 @pytest.fixture

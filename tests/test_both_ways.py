@@ -5,31 +5,23 @@ its own beam (and its ensemble's) as the reverse model, with no second run."""
 import importlib.util
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from reranking_helpers import dropped_word_wins
 from typer.testing import CliRunner
 
 from tfm.cli import app
-
-BOTH_WAYS = """\
-run_dir: both-ways
-data:
-  toy: {n_train: 3000, n_validation: 60, n_test: 60, seed: 3}
-tokenizer: {vocab_size: 400}
-model: {d_model: 64, n_heads: 4, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 128, dropout: 0.0}
-train: {max_steps: 300, max_epochs: 30, bidirectional_epochs: 30, validate_every: 300,
-        lr: 5e-3, warmup_steps: 50, max_tokens: 2500}
-decoding: {max_len_b: 5}
-"""
+from tfm.prediction.reranking import Reranker
 
 
-def sweep_script():
-    """bench/rerank_sweep.py as a module."""
+@pytest.fixture
+def sweep_script(monkeypatch):
+    """bench/rerank_sweep.py as a module (bench/ on the path, for its shared set-up)."""
     script = Path(__file__).resolve().parents[1] / "bench" / "rerank_sweep.py"
+    monkeypatch.syspath_prepend(str(script.parent))
     spec = importlib.util.spec_from_file_location("rerank_sweep", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -41,15 +33,10 @@ def invoke(*args: str):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """The tiny en→de recipe trained on both directions for all of its 300 steps."""
-    where = tmp_path_factory.mktemp("both-ways")
-    (where / "both.yaml").write_text(BOTH_WAYS, encoding="utf-8")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(where)
-        result = invoke("train", "--config", "both.yaml", "--no-progress")
-    assert result.exit_code == 0, result.output
-    return where / "both-ways"
+def run(both_ways_run):
+    """The session's run trained both ways: the tiny en→de recipe trained on both directions
+    for all of its 300 steps (tests/conftest.py)."""
+    return both_ways_run
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +50,21 @@ def test_split(run):
     splits, _ = prepare_splits(trained.config.data, trained.config.tokenizer, ("test",),
                                tokenizer=trained.tokenizer)  # fmt: skip
     return splits["test"].src_text, splits["test"].tgt_text
+
+
+def dropped_word_wins(
+    reranker: Reranker, sources: Sequence[str], references: Sequence[str]
+) -> tuple[int, int]:
+    """(wins, trials): each reference against itself with one word left out, a win when the
+    full reference explains its source better (a higher channel score)."""
+    wins = trials = 0
+    for source, reference in zip(sources, references, strict=True):
+        words = reference.split()
+        shorter = [" ".join(words[:i] + words[i + 1 :]) for i in range(len(words))]
+        full, *dropped = reranker.channel_scores([source] * (1 + len(words)), [reference, *shorter])
+        wins += sum(full > score for score in dropped)
+        trials += len(dropped)
+    return wins, trials
 
 
 def scores(*args: str) -> dict:
@@ -115,13 +117,13 @@ def test_a_run_whose_last_epochs_went_one_way_is_refused(run, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run, monkeypatch):
+def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run, sweep_script):
     """bench/rerank_sweep.py decodes and scores each split once, then re-sorts per weight: each
     of its numbers must be `tfm eval`'s for that weight (and W 0 plain beam search's)."""
     from tfm.prediction.opening import open_decoding
     from tfm.prediction.settings import DecodeRequest
 
-    bench = sweep_script()
+    bench = sweep_script
     request = DecodeRequest(run=run, device="cpu", beam_size=5, rerank_with=[run],
                             rerank_weight=1.0)  # fmt: skip
     decoding = open_decoding(request)
@@ -136,8 +138,8 @@ def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run, monk
         assert {k: table[2.0][split][k] for k in keys} == {k: reranked[k] for k in keys}
 
 
-def test_the_sweep_chooses_the_best_validation_weight_the_smallest_on_a_tie():
-    bench = sweep_script()
+def test_the_sweep_chooses_the_best_validation_weight_the_smallest_on_a_tie(sweep_script):
+    bench = sweep_script
 
     def row(validation: float, test: float) -> dict:
         return {"validation": {"bleu_lowercase": validation}, "test": {"bleu_lowercase": test}}

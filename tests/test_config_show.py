@@ -1,6 +1,8 @@
 """`tfm config show`: the whole effective configuration as YAML that reads back as the same
 configuration, each key with its description; and the changed keys that training logs."""
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -9,7 +11,7 @@ from tfm.config import Config, load_config, read_yaml
 from tfm.config_reference import config_keys
 from tfm.config_show import changed_keys, yaml_value
 
-TOY = "configs/toy.yaml"
+TOY = str(Path(__file__).resolve().parents[1] / "configs" / "toy.yaml")
 
 
 def invoke(*args: str):

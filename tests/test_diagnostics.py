@@ -5,6 +5,7 @@ import json
 import logging
 
 import pytest
+from builders import tiny_config
 
 from tfm.diagnostics import (
     Finding,
@@ -94,7 +95,7 @@ def test_all_three_together(tmp_path):
 
 
 def test_training_gives_the_advice_once_and_then_one_line_while_it_persists(
-    tmp_path, monkeypatch, caplog, tiny_config
+    tmp_path, monkeypatch, caplog
 ):
     def looping(hypotheses, history):
         step = history[-1]["step"]

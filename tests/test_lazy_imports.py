@@ -8,10 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tfm.training import train
-
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 HEAVY = ("datasets", "pandas", "pyarrow", "matplotlib", "sacrebleu")
 
@@ -33,19 +29,10 @@ print("heavy:", *[name for name in {heavy!r} if name in sys.modules], file=sys.s
 """
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, tiny_config) -> str:
-    where = tmp_path_factory.mktemp("lazy")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(where)
-        train(tiny_config(where / "run", max_steps=1, validate_every=1), progress_bar=False)
-    return str(where / "run")
-
-
-def test_translate_and_the_toy_corpus_import_no_heavy_module(run):
+def test_translate_and_the_toy_corpus_import_no_heavy_module(trained_run):
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     child = subprocess.run(
-        [sys.executable, "-c", CHILD.format(heavy=HEAVY), run],
+        [sys.executable, "-c", CHILD.format(heavy=HEAVY), str(trained_run)],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
     assert child.returncode == 0, child.stderr

@@ -1,6 +1,6 @@
 """`tfm translate` as a Unix filter, through real pipes: each line's translation appears as soon as
 the line is in, a reader that leaves early (`| head -1`) ends it quietly, and bad bytes, empty
-input and over-long lines get one clear message. One tiny run, trained for a single step."""
+input and over-long lines get one clear message. The session's trained run translates."""
 
 import os
 import select
@@ -13,7 +13,6 @@ import pytest
 from typer.testing import CliRunner
 
 from tfm.cli import app
-from tfm.training import train
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 ENV = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -23,12 +22,8 @@ PIPES = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PI
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, tiny_config) -> str:
-    where = tmp_path_factory.mktemp("filter")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.chdir(where)  # so that it is not remembered as the run last trained elsewhere
-        train(tiny_config(where / "run", max_steps=1, validate_every=1), progress_bar=False)
-    return str(where / "run")
+def run(trained_run) -> str:
+    return str(trained_run)
 
 
 def invoke(*args: str, input: str | bytes | None = None):
@@ -110,13 +105,13 @@ def test_a_reader_that_leaves_early_ends_it_quietly(run):
         proc.kill()
 
 
-def test_head_in_a_shell_pipeline_sees_exit_status_zero(run):
+def test_head_in_a_shell_pipeline_sees_exit_status_zero(run, tmp_path):
     script = (
         'for i in $(seq 3000); do echo "the dog sees the cat $i"; done'
         f' | {sys.executable} -m tfm translate --run "$RUN" 2>"$ERR" | head -1 >/dev/null;'
         ' echo "${PIPESTATUS[1]}"'
     )
-    err = Path(run).parent / "stderr.txt"
+    err = tmp_path / "stderr.txt"
     done = subprocess.run(["bash", "-c", script], env={**ENV, "RUN": run, "ERR": str(err)},
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.stdout.strip() == "0", done.stderr

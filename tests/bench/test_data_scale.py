@@ -5,12 +5,9 @@ import importlib.util
 import math
 from pathlib import Path
 
-import pytest
-
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "data_scale.py"
 
 
-@pytest.mark.slow
 def test_quick_report_has_a_row_per_size_and_a_fit(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("bench_data_scale", SCRIPT)
     bench = importlib.util.module_from_spec(spec)

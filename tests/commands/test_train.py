@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from builders import tiny_config
 from typer.testing import CliRunner
 
 from tfm.cli import app
@@ -25,11 +26,11 @@ def write_config(path, config) -> str:
 
 
 @pytest.fixture(scope="module")
-def logged(tmp_path_factory, tiny_config):
+def logged(tmp_path_factory):
     """A 3-step run with a log window of 2 steps, progress on (stderr is not a terminal)."""
     where = tmp_path_factory.mktemp("train")
     # threads left to tfm (null), so that the log says how it chose them
-    config = tiny_config(where / "run", max_steps=3, log_every=2, validate_every=3, threads="null")
+    config = tiny_config(where / "run", max_steps=3, log_every=2, validate_every=3, threads=None)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(where)
         result = invoke("train", "--config", write_config(where / "c.yaml", config))
@@ -67,7 +68,7 @@ def test_tensorboard_event_files_hold_the_metrics(logged):
     assert [e.step for e in written] == [2, 3]
 
 
-def test_a_resumed_run_replaces_the_tensorboard_events_after_its_checkpoint(tmp_path, tiny_config):
+def test_a_resumed_run_replaces_the_tensorboard_events_after_its_checkpoint(tmp_path):
     event_accumulator = pytest.importorskip(
         "tensorboard.backend.event_processing.event_accumulator"
     )
@@ -86,7 +87,7 @@ def test_a_resumed_run_replaces_the_tensorboard_events_after_its_checkpoint(tmp_
     assert [(e.step, pytest.approx(e.value)) for e in written] == logged
 
 
-def test_tensorboard_missing_is_said_once_and_training_goes_on(tmp_path, tiny_config, monkeypatch):
+def test_tensorboard_missing_is_said_once_and_training_goes_on(tmp_path, monkeypatch):
     from tfm.training import tensorboard
 
     monkeypatch.setattr(tensorboard.importlib.util, "find_spec", lambda name: None)
@@ -98,11 +99,9 @@ def test_tensorboard_missing_is_said_once_and_training_goes_on(tmp_path, tiny_co
     assert not (tmp_path / "run" / "tensorboard").exists()
 
 
-def test_a_run_shorter_than_a_log_window_still_plots_its_training_loss(
-    tmp_path, tiny_config, monkeypatch
-):
+def test_a_run_shorter_than_a_log_window_still_plots_its_training_loss(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    config = tiny_config(tmp_path / "run", max_steps=3, log_every=50, tensorboard="false")
+    config = tiny_config(tmp_path / "run", max_steps=3, log_every=50, tensorboard=False)
     assert invoke("train", "--config", write_config(tmp_path / "c.yaml", config),
                   "--no-progress").exit_code == 0  # fmt: skip
     drawn = []
@@ -114,10 +113,10 @@ def test_a_run_shorter_than_a_log_window_still_plots_its_training_loss(
 
 
 def test_a_time_limit_that_leaves_no_usable_model_fails_loudly_and_says_how_to_resume(
-    tmp_path, tiny_config, monkeypatch
+    tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    cut = tiny_config(tmp_path / "run", max_steps=4, max_minutes=1e-4, tensorboard="false")
+    cut = tiny_config(tmp_path / "run", max_steps=4, max_minutes=1e-4, tensorboard=False)
     config = write_config(tmp_path / "c.yaml", cut)
     result = invoke("train", "--config", config, "--no-progress")
     assert result.exit_code == 1
@@ -133,10 +132,10 @@ def test_a_time_limit_that_leaves_no_usable_model_fails_loudly_and_says_how_to_r
     assert "done: 4 steps (max_steps)" in resumed.stderr
 
 
-def test_a_time_limit_with_a_usable_model_warns_and_succeeds(tmp_path, tiny_config, monkeypatch):
+def test_a_time_limit_with_a_usable_model_warns_and_succeeds(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(train_command, "unusable_model", lambda bleu, findings: None)
-    cut = tiny_config(tmp_path / "run", max_steps=4, max_minutes=1e-4, tensorboard="false")
+    cut = tiny_config(tmp_path / "run", max_steps=4, max_minutes=1e-4, tensorboard=False)
     result = invoke("train", "--config", write_config(tmp_path / "c.yaml", cut), "--no-progress")
     assert result.exit_code == 0, result.output
     assert "!!! TRAINING CUT SHORT" in result.stderr and "!!! It is under-trained" in result.stderr
@@ -151,7 +150,7 @@ def test_a_time_limit_with_a_usable_model_warns_and_succeeds(tmp_path, tiny_conf
     ],
 )
 def test_a_mistake_leaves_no_run_directory_and_the_fixed_command_works(
-    tmp_path, tiny_config, monkeypatch, mistake, message
+    tmp_path, monkeypatch, mistake, message
 ):
     import torch
 

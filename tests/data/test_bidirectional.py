@@ -1,10 +1,9 @@
 """Bidirectional training (`train.bidirectional_epochs`): the early epochs train on every pair and
 its reverse, later ones on the pairs alone; batches, the progress total and resume stay exact."""
 
-import json
-
 import pytest
 import torch
+from builders import tiny_config, train_losses
 
 from tfm.config import load_config
 from tfm.data import batching
@@ -30,7 +29,7 @@ def reversed_pairs(split) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     return sorted((tuple(t[1:]), (BOS_ID, *s)) for s, t in zip(split.src, split.tgt, strict=True))
 
 
-def test_an_epoch_holds_every_pair_and_its_reverse_once(tmp_path, tiny_config):
+def test_an_epoch_holds_every_pair_and_its_reverse_once(tmp_path):
     session = session_for(tiny_config(tmp_path / "run", bidirectional_epochs=2), resume=False)
     split, tokenizer = session.train_split, session.tokenizer
     data = session.epochs.data(0)
@@ -48,7 +47,7 @@ def test_an_epoch_holds_every_pair_and_its_reverse_once(tmp_path, tiny_config):
     assert len(data.batches) > len(session.epochs.sampler)
 
 
-def test_later_epochs_are_the_pairs_alone_and_epochs_are_seeded(tmp_path, tiny_config):
+def test_later_epochs_are_the_pairs_alone_and_epochs_are_seeded(tmp_path):
     session = session_for(tiny_config(tmp_path / "run", bidirectional_epochs=2), resume=False)
     again = session_for(tiny_config(tmp_path / "again", bidirectional_epochs=2), resume=False)
     e0, e1, e2 = (session.epochs.data(e) for e in range(3))
@@ -57,9 +56,7 @@ def test_later_epochs_are_the_pairs_alone_and_epochs_are_seeded(tmp_path, tiny_c
     assert e2.src is session.train_split.src and e2.batches == session.epochs.sampler.epoch(2)
 
 
-def test_training_batches_both_directions_then_one(
-    tmp_path, tiny_config, monkeypatch, progress_totals
-):
+def test_training_batches_both_directions_then_one(tmp_path, monkeypatch, progress_totals):
     seen = []
 
     def recording_collate(src, tgt, *args, **kwargs):
@@ -77,11 +74,10 @@ def test_training_batches_both_directions_then_one(
 
 
 def losses(run_dir) -> list[float]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [e["train_loss"] for e in map(json.loads, lines) if "train_loss" in e]
+    return [loss for _, loss in train_losses(run_dir)]
 
 
-def test_resume_inside_a_bidirectional_epoch_is_bit_identical(tmp_path, tiny_config):
+def test_resume_inside_a_bidirectional_epoch_is_bit_identical(tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=2), resume=False)
     n_batches = len(probe.epochs.data(0).batches)
@@ -97,7 +93,7 @@ def test_resume_inside_a_bidirectional_epoch_is_bit_identical(tmp_path, tiny_con
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_with_bpe_dropout_the_reverse_uses_the_epochs_segmentation(tmp_path, tiny_config):
+def test_with_bpe_dropout_the_reverse_uses_the_epochs_segmentation(tmp_path):
     config = tiny_config(tmp_path / "run", bidirectional_epochs=1)
     tokenizer = config.tokenizer.model_copy(update={"bpe_dropout": 0.3})
     session = session_for(config.model_copy(update={"tokenizer": tokenizer}), resume=False)
@@ -109,7 +105,7 @@ def test_with_bpe_dropout_the_reverse_uses_the_epochs_segmentation(tmp_path, tin
     assert data.tgt == segmented.tgt + [[BOS_ID, *s] for s in segmented.src]
 
 
-def test_both_directions_is_a_pure_function_of_seed_and_epoch(tmp_path, tiny_config):
+def test_both_directions_is_a_pure_function_of_seed_and_epoch(tmp_path):
     split = session_for(tiny_config(tmp_path / "run"), resume=False).train_split
 
     def epoch_4(seed: int) -> list[list[int]]:
@@ -129,7 +125,7 @@ def test_config_refuses_separate_vocabularies():
         )  # fmt: skip
 
 
-def test_resume_refuses_a_count_that_changes_a_begun_epoch(tmp_path, tiny_config):
+def test_resume_refuses_a_count_that_changes_a_begun_epoch(tmp_path):
     run = tmp_path / "run"
     probe = session_for(tiny_config(tmp_path / "probe", bidirectional_epochs=3), resume=False)
     inside_second = len(probe.epochs.data(0).batches) + 2  # epochs 0 and 1 begun
@@ -148,8 +144,7 @@ def test_resume_refuses_a_count_that_changes_a_begun_epoch(tmp_path, tiny_config
 
 
 @pytest.mark.parametrize(("first", "then"), [(5, 2), (2, 3)])
-def test_a_count_changed_on_resume_trains_as_if_set_from_the_start(tmp_path, tiny_config,
-                                                                   first, then):  # fmt: skip
+def test_a_count_changed_on_resume_trains_as_if_set_from_the_start(tmp_path, first, then):
     """Ending both-ways training early (5 → 2) or later (2 → 3) inside epoch 1 gives the run that
     had the new count all along, bit for bit: the epochs begun are the same under both."""
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"

@@ -6,6 +6,7 @@ import random
 
 import pytest
 import torch
+from builders import WIDER, tiny_config, train_losses
 from test_tokenizer import DE, EN
 
 from tfm.config import load_config
@@ -79,29 +80,7 @@ def test_p_out_of_range_is_refused():
         segmenter.encode([["▁ab"]], 1.0, random.Random(0))
 
 
-def tiny_config(run_dir, *sets: str):
-    return load_config(
-        None,
-        [
-            f"run_dir={run_dir}",
-            "data.toy.n_train=240",
-            "data.toy.n_validation=8",
-            "data.toy.n_test=8",
-            "tokenizer.vocab_size=200",
-            "tokenizer.bpe_dropout=0.2",
-            "model.d_model=32",
-            "model.n_heads=2",
-            "model.n_encoder_layers=1",
-            "model.n_decoder_layers=1",
-            "model.d_ff=64",
-            "train.max_tokens=1000",
-            "train.log_every=1",
-            "train.validate_every=1000",
-            "train.warmup_steps=4",
-            "decoding.max_len_b=3",
-            *sets,
-        ],
-    )
+BPE_DROPOUT = {"tokenizer": {"bpe_dropout": 0.2}}
 
 
 def dropout_epochs(split, tokenizer, *, seed: int, max_tokens: int, **options) -> EpochPlan:
@@ -112,7 +91,7 @@ def dropout_epochs(split, tokenizer, *, seed: int, max_tokens: int, **options) -
 
 @pytest.fixture(scope="module")
 def toy_split(tmp_path_factory):
-    config = tiny_config(tmp_path_factory.mktemp("split") / "run")
+    config = tiny_config(tmp_path_factory.mktemp("split") / "run", WIDER, BPE_DROPOUT)
     splits, tokenizer = prepare_splits(config.data, config.tokenizer, ("train",))
     return splits["train"], tokenizer
 
@@ -152,7 +131,9 @@ def test_a_pair_too_long_after_dropout_keeps_its_plain_segmentation(toy_split):
 
 
 def test_training_sees_a_new_segmentation_each_epoch(tmp_path):
-    session = open_session(tiny_config(tmp_path / "run"), resume=False, overwrite=False)
+    session = open_session(
+        tiny_config(tmp_path / "run", WIDER, BPE_DROPOUT), resume=False, overwrite=False
+    )
     plain = TokenBatchSampler(
         [len(s) for s in session.train_split.src],
         [len(t) for t in session.train_split.tgt],
@@ -163,24 +144,27 @@ def test_training_sees_a_new_segmentation_each_epoch(tmp_path):
     assert e0.src != session.train_split.src and e0.src != e1.src
     assert len(e0.batches) > len(plain)  # more tokens, so more batches under the same budget
     off = open_session(
-        tiny_config(tmp_path / "off", "tokenizer.bpe_dropout=0"), resume=False, overwrite=False
+        tiny_config(tmp_path / "off", WIDER, **{"tokenizer.bpe_dropout": 0}),
+        resume=False,
+        overwrite=False,
     )
     assert off.epochs.data(1).src is off.train_split.src
 
 
 def losses(run_dir) -> list[float]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [e["train_loss"] for e in map(json.loads, lines) if "train_loss" in e]
+    return [loss for _, loss in train_losses(run_dir)]
 
 
 def test_resume_inside_an_epoch_is_bit_identical(tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    train(tiny_config(straight, "train.max_steps=12"), progress_bar=False)
-    probe = open_session(tiny_config(tmp_path / "probe"), resume=False, overwrite=False)
+    train(tiny_config(straight, WIDER, BPE_DROPOUT, max_steps=12), progress_bar=False)
+    probe = open_session(
+        tiny_config(tmp_path / "probe", WIDER, BPE_DROPOUT), resume=False, overwrite=False
+    )
     n_batches = len(probe.epochs.data(0).batches)
     assert 12 > n_batches + 2, "the run must cross an epoch boundary and resume inside epoch 1"
-    train(tiny_config(resumed, f"train.max_steps={n_batches + 2}"), progress_bar=False)
-    train(tiny_config(resumed, "train.max_steps=12"), resume=True, progress_bar=False)
+    train(tiny_config(resumed, WIDER, BPE_DROPOUT, max_steps=n_batches + 2), progress_bar=False)
+    train(tiny_config(resumed, WIDER, BPE_DROPOUT, max_steps=12), resume=True, progress_bar=False)
     assert losses(resumed) == losses(straight)
     a = torch.load(straight / "last.pt", weights_only=False)["model"]
     b = torch.load(resumed / "last.pt", weights_only=False)["model"]
@@ -193,7 +177,9 @@ def test_config_refuses_p_of_one():
 
 
 def test_an_epoch_trains_on_its_dropout_segmentation_once(tmp_path, monkeypatch):
-    probe = open_session(tiny_config(tmp_path / "probe"), resume=False, overwrite=False)
+    probe = open_session(
+        tiny_config(tmp_path / "probe", WIDER, BPE_DROPOUT), resume=False, overwrite=False
+    )
     epoch = probe.epochs.data(0)
     seen = []  # every (source, target) pair the loop batched
 
@@ -202,7 +188,9 @@ def test_an_epoch_trains_on_its_dropout_segmentation_once(tmp_path, monkeypatch)
         return collate(src, tgt, *args, **kwargs)
 
     monkeypatch.setattr(batching, "collate", recording_collate)
-    result = train(tiny_config(tmp_path / "run", "train.max_epochs=1"), progress_bar=False)
+    result = train(
+        tiny_config(tmp_path / "run", WIDER, BPE_DROPOUT, max_epochs=1), progress_bar=False
+    )
     assert (result.steps, result.stopped_because) == (len(epoch.batches), "max_epochs")
     assert len(epoch.batches) > len(probe.epochs.sampler)  # not the plain segmentation's count
     assert sorted(seen) == sorted(zip(map(tuple, epoch.src), map(tuple, epoch.tgt), strict=True))

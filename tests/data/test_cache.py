@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from builders import tiny_config
 
 from tfm.config import load_config
 from tfm.data import cache, store
@@ -79,7 +80,10 @@ def test_an_entry_is_prepared_once_and_an_edited_line_misses(tmp_path, counted):
     config = config_for(tmp_path, prefix)
     first = prepared_entry(config)
     assert first.path.parent == tmp_path / "runs" / ".tfm-cache"  # beside the run directory
-    assert prepared_entry(config).path == first.path and len(counted) == 1
+    again = prepared_entry(config)
+    assert again.path == first.path and len(counted) == 1
+    assert first.where() == f"prepared data written to {first.path}"
+    assert again.where() == f"prepared data in {first.path}"
     moved = write_corpus(tmp_path / "elsewhere", 300)  # the same bytes in another place: a hit
     assert prepared_entry(config_for(tmp_path, moved)).path == first.path and len(counted) == 1
     lines = (tmp_path / "data" / "train.en").read_text().splitlines()
@@ -232,9 +236,7 @@ def test_bad_input_is_named_by_file_and_line_and_leaves_no_entry(tmp_path):
     ]
 
 
-def test_a_checkpoint_fingerprinted_before_the_cache_still_resumes(
-    tmp_path, tiny_config, monkeypatch
-):
+def test_a_checkpoint_fingerprinted_before_the_cache_still_resumes(tmp_path, monkeypatch):
     def legacy(self):  # what a checkpoint written before the data cache stored
         return dataclasses.replace(identity(self), data_fingerprint=self.epochs.fingerprint())
 

@@ -299,6 +299,7 @@ def test_summary_line_and_later_drops():
         report.drop("too long", 27_499)
 
 
+@pytest.mark.slow  # reads the real corpus; the text format's tests above use small files
 @pytest.mark.skipif(not (MULTI30K / "train.de").exists(), reason="Multi30k not in shared/data")
 def test_multi30k_train_is_read_whole_and_aligned():
     pairs, report = load(format="text", path=str(MULTI30K / "train"))

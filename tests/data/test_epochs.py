@@ -3,6 +3,7 @@ epochs they are active in, batch counts for the progress total, and a new transf
 through the plan alone."""
 
 import pytest
+from builders import tiny_config
 
 from tfm.data.batching import Pairs
 from tfm.data.bidirectional import BothDirections
@@ -87,7 +88,7 @@ def test_a_changing_transform_counts_one_epoch_for_all(near, standing):
 
 
 def test_the_loop_trains_a_new_transform_through_the_plan_alone(
-    tmp_path, tiny_config, monkeypatch, progress_totals
+    tmp_path, monkeypatch, progress_totals
 ):
     built = []
     plain_plan = EpochPlan.from_config

@@ -1,5 +1,5 @@
-"""Helpers of the reliability tests: the tiny run as a YAML file, the real `tfm` command in this
-process or in a child process, the one error line it prints, and damage done to files."""
+"""Helpers of the reliability tests: the real `tfm` command in this process or in a child
+process, the one error line it prints, and damage done to files."""
 
 from __future__ import annotations
 
@@ -16,16 +16,8 @@ import torch
 from typer.testing import CliRunner
 
 from tfm.cli import app
-from tfm.config import to_yaml
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-
-def write_config(tiny_config, tmp_path: Path, name: str = "run", **train_keys) -> Path:
-    """The shared tiny config (tests/conftest.py) for run `tmp_path/name`, as a YAML file."""
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(to_yaml(tiny_config(tmp_path / name, **train_keys)), encoding="utf-8")
-    return path
 
 
 def invoke(*args: str | Path):

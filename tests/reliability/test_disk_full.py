@@ -3,11 +3,12 @@
 torn by a crash is dropped on resume; temporary files of killed writers are removed."""
 
 import errno
-import json
 import os
 
 import pytest
-from attack_helpers import error_line, invoke, resume, resume_args, run_tfm, write_config
+from attack_helpers import error_line, invoke, resume, resume_args, run_tfm
+from builders import metric_events
+from shared_runs import copy_run, train_with_tfm
 
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import DiskFullError
@@ -17,17 +18,25 @@ from tfm.rundir.metrics import append_event
 LIMIT = 8000  # bytes: the tokenizer, config and a short metrics log fit, a checkpoint does not
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny run of 2 steps, validated at the end."""
+    folder = tmp_path_factory.mktemp("disk-full")
+    train_with_tfm(folder, max_steps=2, validate_every=2)
+    return folder / "run"
+
+
 @pytest.fixture
-def run(tmp_path, tiny_config):
-    config = write_config(tiny_config, tmp_path, max_steps=2, validate_every=2)
-    assert invoke("train", "--config", config, "--no-progress").exit_code == 0
-    return tmp_path / "run"
+def run(trained, tmp_path):
+    """A copy of the tiny run (its config naming the copy), this test's own."""
+    return copy_run(trained, tmp_path / "run")
 
 
-def whole_events(path) -> list[dict]:
-    text = path.read_text()
-    assert text.endswith("\n"), "a torn last line"
-    return [json.loads(line) for line in text.splitlines()]
+def whole_events(run) -> list[dict]:
+    """The run's metric events, failing on a torn line: one that does not parse, or a last line
+    cut just before its newline."""
+    assert (run / "metrics.jsonl").read_bytes().endswith(b"\n"), "a torn last line"
+    return metric_events(run)
 
 
 def resume_past_the_limit(run, *sets: str) -> str:
@@ -38,7 +47,7 @@ def resume_past_the_limit(run, *sets: str) -> str:
 
 
 def logged_steps(run) -> list[int]:
-    return [e["step"] for e in whole_events(run / "metrics.jsonl") if "train_loss" in e]
+    return [e["step"] for e in whole_events(run) if "train_loss" in e]
 
 
 def test_a_full_disk_while_appending_metrics_leaves_no_torn_line(run):
@@ -49,7 +58,7 @@ def test_a_full_disk_while_appending_metrics_leaves_no_torn_line(run):
     assert f"cannot write {run / 'metrics.jsonl'}: file larger than this process may write" in line
     assert " free on its disk" in line
     assert run.joinpath("metrics.jsonl").stat().st_size <= LIMIT
-    assert whole_events(run / "metrics.jsonl")[-1]["step"] > 2
+    assert whole_events(run)[-1]["step"] > 2
     assert {p: p.read_bytes() for p in before} == before
     resumed = resume(run, "train.max_steps=3")
     assert resumed.exit_code == 0, resumed.stderr

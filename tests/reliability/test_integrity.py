@@ -2,7 +2,6 @@
 `--resume` falls back to the newest good checkpoint, eval and translate refuse with one line, and
 `eval --json` is always valid JSON."""
 
-import contextlib
 import json
 import math
 import random
@@ -16,8 +15,9 @@ from attack_helpers import (
     invoke,
     resume,
     tensor_data_offsets,
-    write_config,
 )
+from builders import tiny_config_file
+from shared_runs import copy_run, train_with_tfm
 
 from tfm.commands import decode
 from tfm.errors import CheckpointError
@@ -26,22 +26,17 @@ from tfm.rundir.checkpoint import CorruptCheckpointError, load_checkpoint
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_config):
-    """A tiny run with checkpoints at steps 2, 3 and 4 and its config file."""
-    tmp_path = tmp_path_factory.mktemp("integrity")
-    config = write_config(tiny_config, tmp_path, max_steps=4, validate_every=2, checkpoint_every=1)
-    with contextlib.chdir(tmp_path):
-        assert invoke("train", "--config", config, "--no-progress").exit_code == 0
-    return tmp_path / "run"
+def trained(tmp_path_factory):
+    """A tiny run with a checkpoint at every step, 2, 3 and 4 kept: cheap to resume."""
+    folder = tmp_path_factory.mktemp("integrity")
+    train_with_tfm(folder, max_steps=4, validate_every=2, checkpoint_every=1)
+    return folder / "run"
 
 
 @pytest.fixture
 def run(trained, tmp_path):
-    """A copy of the trained run (same path in its config) that a test may damage."""
-    shutil.copytree(trained, tmp_path / "run")
-    config = (trained / "config.yaml").read_text().replace(str(trained), str(tmp_path / "run"))
-    (tmp_path / "run" / "config.yaml").write_text(config)
-    return tmp_path / "run"
+    """A copy of the trained run (its config naming the copy) that a test may damage."""
+    return copy_run(trained, tmp_path / "run")
 
 
 def same(a: object, b: object) -> bool:
@@ -131,8 +126,8 @@ def test_a_model_file_among_the_checkpoints_is_skipped_by_resume_and_refused_by_
     assert "at step 4" in resumed.stderr
 
 
-def test_resume_without_a_checkpoint_suggests_overwrite_and_creates_nothing(tmp_path, tiny_config):
-    config = write_config(tiny_config, tmp_path, max_steps=1)
+def test_resume_without_a_checkpoint_suggests_overwrite_and_creates_nothing(tmp_path):
+    config = tiny_config_file(tmp_path, max_steps=1)
     result = invoke("train", "--config", config, "--resume")
     assert result.exit_code == 2
     line = error_line(result.stderr)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from attack_helpers import error_line, invoke, resume, start_tfm, write_config
+from attack_helpers import error_line, invoke, resume, start_tfm
+from builders import tiny_config_file
 from test_distributed import rank_pid, torchrun
 
 
@@ -30,10 +31,8 @@ def holder(run: Path) -> str:
     return lock.read_text().strip() if lock.exists() else ""
 
 
-def test_a_live_run_is_refused_naming_its_pid_and_a_killed_ones_lock_is_taken(
-    tmp_path, tiny_config
-):
-    config = write_config(tiny_config, tmp_path, max_steps=10**6, max_epochs="null",
+def test_a_live_run_is_refused_naming_its_pid_and_a_killed_ones_lock_is_taken(tmp_path):
+    config = tiny_config_file(tmp_path, max_steps=10**6, max_epochs=None,
                           validate_every=10**5, checkpoint_every=1)  # fmt: skip
     run = tmp_path / "run"
     trainer = start_tfm("train", "--config", config, "--no-progress")
@@ -57,8 +56,8 @@ def test_a_live_run_is_refused_naming_its_pid_and_a_killed_ones_lock_is_taken(
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds workers via /proc")
 @pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs Gloo")
-def test_a_killed_torchrun_worker_is_one_line_on_the_survivor(tmp_path, tiny_config):
-    config = write_config(tiny_config, tmp_path, max_steps=10**6, max_epochs="null",
+def test_a_killed_torchrun_worker_is_one_line_on_the_survivor(tmp_path):
+    config = tiny_config_file(tmp_path, max_steps=10**6, max_epochs=None,
                           validate_every=10**5, checkpoint_every=2, device="cpu")  # fmt: skip
     run = tmp_path / "run"
     process = torchrun("-m", "tfm", "train", "--config", str(config), "--no-progress")

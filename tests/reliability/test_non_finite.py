@@ -2,14 +2,15 @@
 file that holds one (written by an older tfm) is refused by eval and translate."""
 
 import torch
-from attack_helpers import error_line, invoke, non_finite_files, resume, write_config
+from attack_helpers import error_line, invoke, non_finite_files, resume
+from builders import tiny_config_file
 
 from tfm.rundir.atomic import atomic_save
 from tfm.rundir.checkpoint import load_checkpoint
 
 
-def test_a_diverging_resume_writes_nothing_and_a_plain_resume_goes_on(tmp_path, tiny_config):
-    config = write_config(tiny_config, tmp_path, max_steps=3, validate_every=3, checkpoint_every=1)
+def test_a_diverging_resume_writes_nothing_and_a_plain_resume_goes_on(tmp_path):
+    config = tiny_config_file(tmp_path, max_steps=3, validate_every=3, checkpoint_every=1)
     assert invoke("train", "--config", config, "--no-progress").exit_code == 0
     run = tmp_path / "run"
     before = {p: p.read_bytes() for p in run.rglob("*.pt")}
@@ -33,10 +34,8 @@ def test_a_diverging_resume_writes_nothing_and_a_plain_resume_goes_on(tmp_path, 
     assert non_finite_files(run) == []
 
 
-def test_eval_and_translate_refuse_a_model_file_with_non_finite_weights(tmp_path, tiny_config):
-    config = write_config(tiny_config, tmp_path, max_steps=2, validate_every=2)
-    assert invoke("train", "--config", config, "--no-progress").exit_code == 0
-    run = tmp_path / "run"
+def test_eval_and_translate_refuse_a_model_file_with_non_finite_weights(copy_of_trained_run):
+    run = copy_of_trained_run
     state = torch.load(run / "best.pt", weights_only=True)
     state.pop("content_sha256")  # as an older tfm wrote it, without the check
     next(iter(state["model"].values()))[0] = float("nan")

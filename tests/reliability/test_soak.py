@@ -9,13 +9,14 @@ import time
 
 import pytest
 import torch
-from attack_helpers import invoke, non_finite_files, start_tfm, write_config
+from attack_helpers import invoke, non_finite_files, start_tfm
+from builders import tiny_config_file
 
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.rundir.store import CheckpointStore
 
 KILLS = 50
-STEPS = 600
+STEPS = 1200
 
 
 def checkpoints(run) -> set:
@@ -34,16 +35,16 @@ def assert_identical(a: dict, b: dict) -> None:
 
 
 @pytest.mark.slow
-def test_fifty_kills_and_resumes_end_bit_identical_to_an_uninterrupted_run(tmp_path, tiny_config):
+def test_fifty_kills_and_resumes_end_bit_identical_to_an_uninterrupted_run(tmp_path):
     keys = {
         "max_steps": STEPS,
-        "max_epochs": "null",
+        "max_epochs": None,
         "validate_every": 200,
         "checkpoint_every": 1,
         "keep_last": 2,
     }
-    straight = write_config(tiny_config, tmp_path, "straight", **keys)
-    config = write_config(tiny_config, tmp_path, "killed", **keys)
+    straight = tiny_config_file(tmp_path, name="straight", **keys)
+    config = tiny_config_file(tmp_path, name="killed", **keys)
     assert invoke("train", "--config", straight, "--no-progress").exit_code == 0
     run, rng = tmp_path / "killed", random.Random(50)
     for _ in range(KILLS):

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from builders import metric_events, tiny_config
 from typer.testing import CliRunner
 
 from tfm.cli import app
@@ -13,11 +14,9 @@ from tfm.training import train
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, tiny_config):
-    run = tmp_path_factory.mktemp("avg") / "run"
-    config = tiny_config(run, max_steps=4, validate_every=1, keep_last=3)
-    train(config, progress_bar=False)
-    return run
+def run(trained_run):
+    """The session's trained run: checkpoints at steps 100, 150 and 200, validated at 100, 200."""
+    return trained_run
 
 
 def invoke(*args):
@@ -26,7 +25,7 @@ def invoke(*args):
 
 def test_average_of_the_last_three_is_their_mean(run, tmp_path):
     newest = CheckpointStore(run / "checkpoints").newest(3)
-    assert [p.name for p in newest] == [f"step-{s:08d}.pt" for s in (2, 3, 4)]
+    assert [p.name for p in newest] == [f"step-{s:08d}.pt" for s in (100, 150, 200)]
     result = invoke("average", "--run", str(run), "--last", "3", "--out", str(tmp_path / "a"))
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(tmp_path / "a")
@@ -38,7 +37,7 @@ def test_average_of_the_last_three_is_their_mean(run, tmp_path):
     assert not torch.equal(averaged["decoder.layers.0.feed_forward.w_1.weight"],
                            states[-1]["decoder.layers.0.feed_forward.w_1.weight"])  # fmt: skip
     scores = json.loads(invoke("eval", "--run", str(tmp_path / "a"), "--json").stdout)
-    assert scores["sentences"] == 6
+    assert scores["sentences"] == 60
 
 
 def test_average_of_one_is_that_checkpoint(run, tmp_path):
@@ -55,7 +54,7 @@ def test_asking_for_more_than_kept_is_a_usage_error(run, tmp_path):
     assert result.exit_code == 2 and "exactly one of --last N or --best N" in result.stderr
 
 
-def test_checkpoint_every_adds_unscored_checkpoints_between_validations(tmp_path, tiny_config):
+def test_checkpoint_every_adds_unscored_checkpoints_between_validations(tmp_path):
     run = tmp_path / "run"
     train(tiny_config(run, max_steps=7, validate_every=5, checkpoint_every=2, keep_last=9),
           progress_bar=False)  # fmt: skip
@@ -63,8 +62,7 @@ def test_checkpoint_every_adds_unscored_checkpoints_between_validations(tmp_path
     assert [(c["step"], c["score"] is not None) for c in index] == [
         (2, False), (4, False), (5, True), (6, False), (7, True)
     ]  # fmt: skip
-    validated = [json.loads(line)["step"] for line in (run / "metrics.jsonl").open()
-                 if "val_bleu" in line]  # fmt: skip
+    validated = [event["step"] for event in metric_events(run, "val_bleu")]
     assert validated == [5, 7]
     assert load_checkpoint(run / "checkpoints" / "step-00000004.pt")["progress"]["step"] == 4
 

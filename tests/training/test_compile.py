@@ -4,10 +4,9 @@ import shutil
 
 import pytest
 import torch
-from tiny_run import logged_losses, write_tiny_config
+from builders import WIDER, logged_losses, tiny_config
 from torch._dynamo.utils import counters
 
-from tfm.config import load_config
 from tfm.errors import UsageError
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import data_parallel, train
@@ -16,13 +15,13 @@ STEPS = 4
 
 
 def run_tiny(tmp_path, name: str, *, compile: bool, **keys):
+    """Train STEPS steps without dropout (compiled code draws its own random numbers, so masks
+    would differ), in batches of up to 4096 tokens; the losses, the validation loss and the
+    weights."""
     run = tmp_path / name
-    train_keys = {"max_steps": STEPS, "validate_every": STEPS, "compile": compile, **keys}
-    path = write_tiny_config(
-        tmp_path / f"{name}.yaml", run, n_train=240, n_eval=8, dropout=0.0, max_len_b=3,
-        train=train_keys,
-    )  # fmt: skip
-    train(load_config(path), progress_bar=False)
+    keys = {"max_steps": STEPS, "validate_every": STEPS, "max_tokens": 4096, **keys}
+    config = tiny_config(run, WIDER, **{"model.dropout": 0.0}, compile=compile, **keys)
+    train(config, progress_bar=False)
     return *logged_losses(run), load_checkpoint(run / "last.pt")["model"]
 
 

@@ -6,11 +6,10 @@ import json
 
 import pytest
 import torch
-from tiny_run import logged_losses, write_tiny_config
+from builders import WIDER, logged_losses, tiny_config
 from typer.testing import CliRunner
 
 from tfm.cli import app
-from tfm.config import load_config
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import train
 
@@ -23,12 +22,11 @@ STEPS = 6
 
 
 def run_tiny(tmp_path, name: str, **train_keys):
+    """Train STEPS steps without dropout, in batches of up to 4096 tokens: the run, its losses
+    and its validation loss."""
     run = tmp_path / name
-    keys = {"max_steps": STEPS, "validate_every": STEPS, **train_keys}
-    path = write_tiny_config(
-        tmp_path / f"{name}.yaml", run, n_train=240, n_eval=8, dropout=0.0, max_len_b=3, train=keys
-    )
-    train(load_config(path), progress_bar=False)
+    keys = {"max_steps": STEPS, "validate_every": STEPS, "max_tokens": 4096, **train_keys}
+    train(tiny_config(run, WIDER, **{"model.dropout": 0.0}, **keys), progress_bar=False)
     return run, *logged_losses(run)
 
 

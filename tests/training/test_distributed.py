@@ -5,7 +5,6 @@ consecutive global batches that the two processes share, so both runs must agree
 tolerance) step for step: gradients, weights, losses, after a resume and after a signal.
 """
 
-import json
 import logging
 import os
 import shutil
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_run import write_tiny_config
+from builders import WIDER, tiny_config_file, train_losses
 
 from tfm.config import load_config
 from tfm.rundir.checkpoint import load_checkpoint
@@ -35,13 +34,20 @@ WORKER = str(Path(__file__).with_name("ddp_worker.py"))
 N_STEPS = 20  # the reference run; 6 batches an epoch, so 3 steps an epoch either way
 
 
-def write_config(path: Path, run: Path, **train_keys) -> Path:
-    # On the CPU (Gloo) everywhere: a machine with one GPU cannot give two processes one each.
-    train_keys = {"max_steps": 1, "max_tokens": 800, "validate_every": 1, "device": "cpu",
-                  "keep_last": N_STEPS + 5, "clip_norm": None, **train_keys}  # fmt: skip
-    return write_tiny_config(
-        path, run, n_train=160, n_eval=4, dropout=0.0, max_len_b=2, train=train_keys
-    )
+# The wider tiny model without dropout on 160 pairs, one step, every checkpoint kept; on the CPU
+# (Gloo) everywhere: a machine with one GPU cannot give two processes one each.
+DATA_PARALLEL = {
+    "data": {"toy": {"n_train": 160, "n_validation": 4, "n_test": 4}},
+    "model": {"dropout": 0.0},
+    "train": {"max_steps": 1, "max_tokens": 800, "validate_every": 1, "device": "cpu",
+              "keep_last": N_STEPS + 5, "clip_norm": None},
+    "decoding": {"max_len_b": 2},
+}  # fmt: skip
+
+
+def write_config(folder: Path, **train_keys) -> Path:
+    """The config of the run folder/run, as folder/run.yaml."""
+    return tiny_config_file(folder, WIDER, DATA_PARALLEL, **train_keys)
 
 
 def torchrun(*args: str) -> subprocess.Popen:
@@ -54,8 +60,7 @@ def torchrun(*args: str) -> subprocess.Popen:
 
 
 def losses(run: Path) -> list[float]:
-    lines = (run / "metrics.jsonl").read_text().splitlines()
-    return [e["train_loss"] for e in map(json.loads, lines) if "train_loss" in e]
+    return [loss for _, loss in train_losses(run)]
 
 
 def weights_at(run: Path, step: int) -> dict:
@@ -87,13 +92,11 @@ def reference(tmp_path_factory):
     opened = loop.open_session_everywhere
     loop.open_session_everywhere = lambda *a, **k: sessions.append(opened(*a, **k)) or sessions[-1]
     try:
-        train(
-            load_config(write_config(tmp / "c.yaml", tmp / "run", accumulate=2)), progress_bar=False
-        )
+        train(load_config(write_config(tmp, accumulate=2)), progress_bar=False)
     finally:
         loop.open_session_everywhere = opened
     grads = {k: q.grad.clone() for k, q in sessions[0].model.named_parameters()}
-    config = write_config(tmp / "c.yaml", tmp / "run", accumulate=2, max_steps=N_STEPS)
+    config = write_config(tmp, accumulate=2, max_steps=N_STEPS)
     train(load_config(config), resume=True, progress_bar=False)
     return tmp / "run", grads
 
@@ -102,7 +105,7 @@ def reference(tmp_path_factory):
 def two_processes(tmp_path_factory):
     """One step with 2 processes; each saved its weights and gradients."""
     tmp = tmp_path_factory.mktemp("ddp")
-    proc = torchrun(WORKER, str(write_config(tmp / "c.yaml", tmp / "run")), str(tmp))
+    proc = torchrun(WORKER, str(write_config(tmp)), str(tmp))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "each optimizer step takes 2 processes × 1 accumulated = 2 batches" in err
@@ -138,7 +141,7 @@ def rank_pid(parent: int, rank: int) -> int:
 def test_resume_continues_and_a_signal_to_one_rank_stops_both(tmp_path, reference, two_processes):
     run = tmp_path / "run"
     shutil.copytree(two_processes[0], run)
-    config = write_config(tmp_path / "c.yaml", run, max_steps=N_STEPS)
+    config = write_config(tmp_path, max_steps=N_STEPS)
     proc = torchrun("-m", "tfm", "train", "--config", str(config), "--resume", "--no-progress")
     deadline = time.monotonic() + 120
     while len(losses(run)) < 3:  # the copied run has step 1's; wait for two more
@@ -159,7 +162,7 @@ def test_resume_continues_and_a_signal_to_one_rank_stops_both(tmp_path, referenc
 def test_a_checkpoint_of_two_processes_resumes_on_one(tmp_path, reference, two_processes, caplog):
     run = tmp_path / "run"
     shutil.copytree(two_processes[0], run)
-    config = write_config(tmp_path / "c.yaml", run, max_steps=5, accumulate=2)
+    config = write_config(tmp_path, max_steps=5, accumulate=2)
     with caplog.at_level(logging.INFO, logger="tfm"):
         train(load_config(config), resume=True, progress_bar=False)
     assert "written by 2 process(es), this run has 1" in caplog.text

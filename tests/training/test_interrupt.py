@@ -1,7 +1,6 @@
 """Interruption as a real process sees it: SIGINT/SIGTERM finish the step, checkpoint, exit 130/143,
-and `--resume` continues exactly as if nothing had happened."""
+and `--resume` (in this process) continues exactly as if nothing had happened."""
 
-import json
 import os
 import signal
 import subprocess
@@ -10,21 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
-from tiny_run import write_tiny_config
+from builders import WIDER, metric_events, tiny_config, tiny_config_file, train_losses
+from typer.testing import CliRunner
 
-from tfm.config import load_config
+from tfm.cli import app
 from tfm.training import train
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 N_STEPS = 40
-
-
-def write_config(tmp_path: Path, run: Path, **train_keys) -> Path:
-    train_keys = {"max_steps": N_STEPS, "max_tokens": 1000, "validate_every": 1000, **train_keys}
-    return write_tiny_config(
-        tmp_path / f"{run.name}.yaml", run, n_train=240, n_eval=8, dropout=0.2, max_len_b=3,
-        train=train_keys,
-    )  # fmt: skip
 
 
 def tfm(*args: str) -> subprocess.Popen:
@@ -38,9 +30,9 @@ def tfm(*args: str) -> subprocess.Popen:
     )
 
 
-def losses(run: Path) -> list[tuple[int, float]]:
-    lines = (run / "metrics.jsonl").read_text().splitlines()
-    return [(e["step"], e["train_loss"]) for e in map(json.loads, lines) if "train_loss" in e]
+def invoke(*args: str):
+    """`tfm ARGS` in this process: resuming needs no process of its own."""
+    return CliRunner().invoke(app, list(args))
 
 
 def wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -48,8 +40,7 @@ def wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float =
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"trainer ended early: {proc.communicate()[1]}")
-        metrics = run / "metrics.jsonl"
-        if metrics.exists() and len(losses(run)) >= step:
+        if (run / "metrics.jsonl").exists() and len(train_losses(run)) >= step:
             return
         time.sleep(0.05)
     proc.kill()
@@ -59,33 +50,32 @@ def wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float =
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("straight")
-    train(load_config(write_config(tmp, tmp / "run")), progress_bar=False)
-    return losses(tmp / "run")
+    train(tiny_config(tmp / "run", WIDER, max_steps=N_STEPS), progress_bar=False)
+    return train_losses(tmp / "run")
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_checkpoints_and_resume_matches_uninterrupted(tmp_path, straight, signum, code):
     run = tmp_path / "run"
-    config = write_config(tmp_path, run)
+    config = tiny_config_file(tmp_path, WIDER, max_steps=N_STEPS)
     proc = tfm("train", "--config", str(config), "--no-progress")
     wait_for_step(run, 3, proc)
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
     assert "Resume with" in err and "--resume" in err
-    stopped_at = len(losses(run))
+    stopped_at = len(train_losses(run))
     assert 3 <= stopped_at < N_STEPS, "the signal should land mid-run"
     assert (run / "checkpoints" / f"step-{stopped_at:08d}.pt").is_file()
 
-    proc = tfm("train", "--config", str(config), "--no-progress", "--resume")
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    assert out.strip() == str(run)
-    assert losses(run) == straight
+    resumed = invoke("train", "--config", str(config), "--no-progress", "--resume")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert resumed.stdout.strip() == str(run)
+    assert train_losses(run) == straight
 
 
 def test_the_printed_resume_command_keeps_set_overrides(tmp_path, straight):
-    config = write_config(tmp_path, tmp_path / "unused")  # run_dir and a budget come from --set
+    config = tiny_config_file(tmp_path, WIDER, name="unused")  # run_dir and budget from --set
     run = tmp_path / "elsewhere"
     sets = ["--set", f"run_dir={run}", "--set", f"train.max_steps={N_STEPS}"]
     proc = tfm("train", "--config", str(config), *sets, "--no-progress")
@@ -95,22 +85,20 @@ def test_the_printed_resume_command_keeps_set_overrides(tmp_path, straight):
     assert proc.returncode == 130, err
     command = err.split("Resume with:\n", 1)[1].splitlines()[0].split()
     assert command == ["tfm", "train", "--config", str(run / "config.yaml"), "--resume"]
-    proc = tfm(*command[1:], "--no-progress")
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    assert out.strip() == str(run)
-    assert losses(run) == straight
+    resumed = invoke(*command[1:], "--no-progress")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert resumed.stdout.strip() == str(run)
+    assert train_losses(run) == straight
     assert not (tmp_path / "unused").exists()
 
 
 def test_signal_during_validation_stops_after_it(tmp_path):
     run = tmp_path / "run"
-    config = write_config(tmp_path, run, validate_every=1)
+    config = tiny_config_file(tmp_path, WIDER, max_steps=N_STEPS, validate_every=1)
     proc = tfm("train", "--config", str(config), "--no-progress")
     wait_for_step(run, 2, proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    last_step = events[-1]["step"]
+    last_step = metric_events(run)[-1]["step"]
     assert (run / "checkpoints" / f"step-{last_step:08d}.pt").is_file()

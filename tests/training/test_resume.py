@@ -3,13 +3,11 @@
 And the comparison can fail: leaving out any one piece of the saved state breaks it.
 """
 
-import json
-
 import pytest
 import torch
 import yaml
+from builders import WIDER, tiny_config, train_losses
 
-from tfm.config import load_config
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
@@ -23,35 +21,6 @@ from tfm.training import train
 N_STEPS = 10
 
 
-def tiny_config(run_dir, **train):
-    sets = [
-        f"run_dir={run_dir}",
-        "data.toy.n_train=240",
-        "data.toy.n_validation=8",
-        "data.toy.n_test=8",
-        "tokenizer.vocab_size=200",
-        "model.d_model=32",
-        "model.n_heads=2",
-        "model.n_encoder_layers=1",
-        "model.n_decoder_layers=1",
-        "model.d_ff=64",
-        "model.dropout=0.2",  # so that the RNG state matters
-        "train.max_tokens=1000",
-        "train.log_every=1",
-        "train.validate_every=1000",
-        "train.warmup_steps=4",
-        "train.lr=3e-3",
-        "decoding.max_len_b=3",
-    ]
-    sets += [f"train.{key}={value}" for key, value in train.items()]
-    return load_config(None, sets)
-
-
-def losses(run_dir) -> list[tuple[int, float]]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [(e["step"], e["train_loss"]) for e in map(json.loads, lines) if "train_loss" in e]
-
-
 def weights(run_dir) -> dict:
     return load_checkpoint(run_dir / "last.pt")["model"]
 
@@ -62,7 +31,7 @@ def same_weights(a: dict, b: dict) -> bool:
 
 @pytest.fixture(scope="module")
 def batches_per_epoch(tmp_path_factory):
-    config = tiny_config(tmp_path_factory.mktemp("probe") / "run")
+    config = tiny_config(tmp_path_factory.mktemp("probe") / "run", WIDER)
     splits, _ = prepare_splits(config.data, config.tokenizer, ("train",))
     src = [len(s) for s in splits["train"].src]
     tgt = [len(t) for t in splits["train"].tgt]
@@ -73,20 +42,20 @@ def batches_per_epoch(tmp_path_factory):
 def straight(tmp_path_factory, batches_per_epoch):
     assert batches_per_epoch < N_STEPS, "the runs must cross an epoch boundary"
     run = tmp_path_factory.mktemp("straight") / "run"
-    train(tiny_config(run, max_steps=N_STEPS), progress_bar=False)
-    return losses(run), weights(run)
+    train(tiny_config(run, WIDER, max_steps=N_STEPS), progress_bar=False)
+    return train_losses(run), weights(run)
 
 
 def stop_and_resume(run, k: int) -> None:
-    train(tiny_config(run, max_steps=k), progress_bar=False)
-    train(tiny_config(run, max_steps=N_STEPS), resume=True, progress_bar=False)
+    train(tiny_config(run, WIDER, max_steps=k), progress_bar=False)
+    train(tiny_config(run, WIDER, max_steps=N_STEPS), resume=True, progress_bar=False)
 
 
 @pytest.mark.parametrize("where", ["mid_epoch", "epoch_boundary"])
 def test_resume_is_bit_identical(tmp_path, straight, batches_per_epoch, where):
     k = batches_per_epoch // 2 if where == "mid_epoch" else batches_per_epoch
     stop_and_resume(tmp_path / "run", k)
-    assert losses(tmp_path / "run") == straight[0]
+    assert train_losses(tmp_path / "run") == straight[0]
     assert len(straight[0]) == N_STEPS
     assert same_weights(weights(tmp_path / "run"), straight[1])
 
@@ -124,7 +93,7 @@ def test_leaving_out_any_piece_breaks_the_comparison(tmp_path, monkeypatch, stra
     monkeypatch.setattr(session_module.Session, "restore", restore_without(piece))
     run = tmp_path / "run"
     stop_and_resume(run, 3)
-    resumed = losses(run)
+    resumed = train_losses(run)
     assert [loss for _, loss in resumed] != [loss for _, loss in straight[0]] or not same_weights(
         weights(run), straight[1]
     )
@@ -132,8 +101,8 @@ def test_leaving_out_any_piece_breaks_the_comparison(tmp_path, monkeypatch, stra
 
 def test_resume_refuses_a_changed_model(tmp_path):
     run = tmp_path / "run"
-    train(tiny_config(run, max_steps=2), progress_bar=False)
-    changed = tiny_config(run, max_steps=4).model_copy(deep=True)
+    train(tiny_config(run, WIDER, max_steps=2), progress_bar=False)
+    changed = tiny_config(run, WIDER, max_steps=4).model_copy(deep=True)
     changed.model.d_ff = 96
     changed.train.seed = 5
     with pytest.raises(UsageError, match=r"model\.d_ff, train\.seed differ"):
@@ -150,14 +119,15 @@ def written_before(key: str, run) -> None:
 
 def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path):
     run = tmp_path / "run"
-    train(tiny_config(run, max_steps=2), progress_bar=False)
+    train(tiny_config(run, WIDER, max_steps=2), progress_bar=False)
     written_before("model.activation_dropout", run)
-    later = tiny_config(run, max_steps=4).model_copy(deep=True)
+    later = tiny_config(run, WIDER, max_steps=4).model_copy(deep=True)
     later.model.activation_dropout = 0.1  # not what the older version did
     with pytest.raises(UsageError, match=r": model\.activation_dropout differ"):
         train(later, resume=True, progress_bar=False)
-    train(tiny_config(run, max_steps=4), resume=True, progress_bar=False)  # the default: it did
-    assert [step for step, _ in losses(run)] == [1, 2, 3, 4]
+    # The default (the older version did what the default does): it resumes.
+    train(tiny_config(run, WIDER, max_steps=4), resume=True, progress_bar=False)
+    assert [step for step, _ in train_losses(run)] == [1, 2, 3, 4]
     state = load_checkpoint(run / "best.pt")  # a model file from before the key, for eval
     del state["model_args"]["activation_dropout"]
     save_checkpoint(state, run / "best.pt")
@@ -186,14 +156,14 @@ def test_a_run_stored_with_since_removed_keys_loads_and_resumes_exactly(
     tmp_path, straight, caplog, value
 ):
     run = tmp_path / "run"
-    train(tiny_config(run, max_steps=3, validate_every=3), progress_bar=False)
+    train(tiny_config(run, WIDER, max_steps=3, validate_every=3), progress_bar=False)
     written_with_removed_keys(run, value)
     trained = load_trained(RunPaths(run), torch.device("cpu"))
     assert same_weights(trained.model.state_dict(), load_checkpoint(run / "best.pt")["model"])
     assert trained.config.train.max_steps == 3
     with caplog.at_level("WARNING", logger="tfm"):
-        train(tiny_config(run, max_steps=N_STEPS), resume=True, progress_bar=False)
-    assert losses(run) == straight[0]
+        train(tiny_config(run, WIDER, max_steps=N_STEPS), resume=True, progress_bar=False)
+    assert train_losses(run) == straight[0]
     assert same_weights(weights(run), straight[1])
     warned = [r.getMessage() for r in caplog.records if "no longer has" in r.getMessage()]
     assert warned == [  # an option that was on is gone: the log says training changes
@@ -208,7 +178,7 @@ def test_a_run_stored_with_since_removed_keys_loads_and_resumes_exactly(
 def test_resuming_a_spent_budget_trains_nothing(tmp_path, caplog, batches_per_epoch, budget):
     run = tmp_path / "run"
     first = {"max_epochs": 1} if budget == "max_epochs" else {"max_steps": 4}
-    steps = train(tiny_config(run, **first), progress_bar=False).steps
+    steps = train(tiny_config(run, WIDER, **first), progress_bar=False).steps
     before, metrics = weights(run), (run / "metrics.jsonl").read_text()
     files = sorted(path.name for path in (run / "checkpoints").iterdir())
     spent = {
@@ -217,7 +187,7 @@ def test_resuming_a_spent_budget_trains_nothing(tmp_path, caplog, batches_per_ep
         "max_minutes": {"max_steps": 99, "max_minutes": 1e-6},
     }[budget]
     with caplog.at_level("INFO", logger="tfm"):
-        result = train(tiny_config(run, **spent), resume=True, progress_bar=False)
+        result = train(tiny_config(run, WIDER, **spent), resume=True, progress_bar=False)
     assert (result.steps, result.stopped_because) == (steps, budget)
     assert f"nothing to train: the run has already reached train.{budget}" in caplog.text
     assert steps == (batches_per_epoch if budget == "max_epochs" else 4)
@@ -227,19 +197,19 @@ def test_resuming_a_spent_budget_trains_nothing(tmp_path, caplog, batches_per_ep
 
 
 def test_a_time_budget_ends_training_at_the_step_that_spends_it(tmp_path):
-    config = tiny_config(tmp_path / "run", max_steps=99, max_minutes=1e-6)
+    config = tiny_config(tmp_path / "run", WIDER, max_steps=99, max_minutes=1e-6)
     result = train(config, progress_bar=False)
     assert (result.steps, result.stopped_because) == (1, "max_minutes")
 
 
 def test_resume_without_a_checkpoint_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no complete checkpoint"):
-        train(tiny_config(tmp_path / "run", max_steps=2), resume=True, progress_bar=False)
+        train(tiny_config(tmp_path / "run", WIDER, max_steps=2), resume=True, progress_bar=False)
 
 
-def text_splits(folder, *, changed: str | None = None) -> list[str]:
+def text_splits(folder, *, changed: str | None = None) -> dict:
     """Multi30k-like text files for the three splits in `folder` (the train split's first
-    line replaced by `changed`), and the config keys that read them."""
+    line replaced by `changed`), and the data section that reads them."""
     folder.mkdir(parents=True, exist_ok=True)
     words = ["dog", "cat", "man", "woman", "child", "horse", "bird", "car"]
     german = ["Hund", "Katze", "Mann", "Frau", "Kind", "Pferd", "Vogel", "Auto"]
@@ -253,14 +223,11 @@ def text_splits(folder, *, changed: str | None = None) -> list[str]:
             text = "".join(row[column] + "\n" for row in rows)
             (folder / f"{split}.{lang}").write_text(text, encoding="utf-8")
     names = (("train", "train"), ("validation", "val"), ("test", "test"))
-    return [f"data.{split}={{format: text, path: {folder / name}}}" for split, name in names]
+    return {split: {"format": "text", "path": str(folder / name)} for split, name in names}
 
 
-def text_config(run, sets: list[str], max_steps: int):
-    config = tiny_config(run, max_steps=max_steps)
-    return load_config(None, [*sets, f"run_dir={run}", "tokenizer.vocab_size=120"]).model_copy(
-        update={"model": config.model, "train": config.train, "decoding": config.decoding}
-    )
+def text_config(run, data: dict, max_steps: int):
+    return tiny_config(run, WIDER, data=data, max_steps=max_steps, **{"tokenizer.vocab_size": 120})
 
 
 def test_resume_reads_moved_data_by_content_and_refuses_changed_training_data(tmp_path, caplog):
@@ -268,7 +235,7 @@ def test_resume_reads_moved_data_by_content_and_refuses_changed_training_data(tm
     train(text_config(run, text_splits(tmp_path / "a"), 2), progress_bar=False)
     moved = text_splits(tmp_path / "b")  # the same files somewhere else
     train(text_config(run, moved, 4), resume=True, progress_bar=False)
-    assert [step for step, _ in losses(run)] == [1, 2, 3, 4]
+    assert [step for step, _ in train_losses(run)] == [1, 2, 3, 4]
     assert "data.train differs from the run's" in caplog.text
     assert "resuming, as its content is the same" in caplog.text
 
@@ -279,9 +246,9 @@ def test_resume_reads_moved_data_by_content_and_refuses_changed_training_data(tm
 
 def test_resume_with_another_validation_split_says_so(tmp_path, caplog):
     run = tmp_path / "run"
-    sets = text_splits(tmp_path / "a")
-    train(text_config(run, sets, 2), progress_bar=False)
-    other = sets[:1] + [sets[2].replace("data.test=", "data.validation="), sets[2]]
+    data = text_splits(tmp_path / "a")
+    train(text_config(run, data, 2), progress_bar=False)
+    other = {**data, "validation": data["test"]}
     train(text_config(run, other, 3), resume=True, progress_bar=False)
     assert "data.validation differs from the run's" in caplog.text
     assert "validation scores from here on are on the new split" in caplog.text

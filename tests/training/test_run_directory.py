@@ -4,6 +4,7 @@ reached, however its last checkpoint fell), an unfinished one, or a failed start
 import signal
 
 import pytest
+from builders import tiny_config
 
 from tfm.errors import UsageError
 from tfm.rundir.paths import RunPaths
@@ -12,7 +13,7 @@ from tfm.training import StopFlag, train
 from tfm.training.run_directory import check_run_dir, finished_run
 
 
-def test_a_run_validated_at_its_last_step_is_finished_by_its_epochs(tmp_path, tiny_config):
+def test_a_run_validated_at_its_last_step_is_finished_by_its_epochs(tmp_path):
     config = tiny_config(tmp_path / "run", max_epochs=1, validate_every=1)
     result = train(config, progress_bar=False)
     newest = CheckpointStore(RunPaths(tmp_path / "run").checkpoints).latest_loadable()
@@ -22,12 +23,12 @@ def test_a_run_validated_at_its_last_step_is_finished_by_its_epochs(tmp_path, ti
         f"{tmp_path / 'run'}: already trained with this config ({result.steps} steps, stopped by "
         "train.max_epochs); use --resume to train further or --overwrite to start again"
     )
-    how_to_run = tiny_config(tmp_path / "run", max_epochs=1, validate_every=1, threads=1)
+    how_to_run = tiny_config(tmp_path / "run", max_epochs=1, validate_every=1, threads=2)
     assert finished_run(how_to_run) is not None
     assert finished_run(tiny_config(tmp_path / "run", max_epochs=2, validate_every=1)) is None
 
 
-def test_an_interrupted_run_is_not_finished_and_is_not_replaced(tmp_path, tiny_config):
+def test_an_interrupted_run_is_not_finished_and_is_not_replaced(tmp_path):
     config = tiny_config(tmp_path / "run", max_steps=5)
     stop = StopFlag()
     stop.request(signal.SIGTERM)  # as if a signal came during the first step

@@ -1,9 +1,8 @@
 """The public training step: `optimizer_step` on an open session is the loop's step (the loss the
 loop logs, the tokens, the step count and its learning rate), with batches accumulated."""
 
-import json
-
 import pytest
+from builders import tiny_config, train_losses
 
 from tfm.training import StopFlag, optimizer_step, train
 from tfm.training.data_parallel import DataParallel
@@ -13,12 +12,11 @@ from tfm.training.session import open_session
 
 
 def first_logged_loss(run) -> float:
-    events = map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
-    return next(e["train_loss"] for e in events if "train_loss" in e)
+    return train_losses(run)[0][1]
 
 
 @pytest.mark.parametrize("accumulate", [1, 2])
-def test_a_step_taken_by_hand_is_the_loops_first_step(tmp_path, tiny_config, accumulate):
+def test_a_step_taken_by_hand_is_the_loops_first_step(tmp_path, accumulate):
     train(tiny_config(tmp_path / "loop", max_steps=1, accumulate=accumulate), progress_bar=False)
     config = tiny_config(tmp_path / "hand", max_steps=1, accumulate=accumulate)
     session = open_session(config, resume=False, overwrite=False)

@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,10 +54,11 @@ def cache_root(config: Config) -> Path:
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """A prepared training split: its folder and `meta.json`."""
+    """A prepared training split: its folder, `meta.json`, and whether this process wrote it."""
 
     path: Path
     meta: dict
+    written: bool = False
 
     @property
     def key(self) -> str:
@@ -65,6 +66,10 @@ class CacheEntry:
 
     def tokenizer(self) -> Tokenizer:
         return Tokenizer.load(self.path)
+
+    def where(self) -> str:
+        """Where the data is, and whether this process has just written it there."""
+        return f"prepared data {'written to' if self.written else 'in'} {self.path}"
 
     def ids(self, side: str) -> RaggedIds:
         return RaggedIds.open(self.path / side, np.dtype(self.meta["dtypes"][side]))
@@ -145,14 +150,12 @@ def prepared_entry(
         if entry is not None and entry.meta["tokenizer_fingerprint"] != tokenizer.fingerprint():
             key = f"{key}-{tokenizer.fingerprint()[:8]}"
     entry = open_entry(root / key)
-    written = entry is None
     if entry is None:
         entry = _prepare(config, root, key, found, tokenizer=tokenizer, progress=progress)
     if found.origin is not None:  # a moved corpus: say where it is read from now
-        entry = CacheEntry(entry.path, {**entry.meta, "origin": found.origin})
+        entry = replace(entry, meta={**entry.meta, "origin": found.origin})
     if announce:
-        where = "written to" if written else "in"
-        log.info("%s (prepared data %s %s)", entry.report().summary(), where, entry.path)
+        log.info("%s (%s)", entry.report().summary(), entry.where())
     return entry
 
 
@@ -189,7 +192,7 @@ def _prepare(
     entry = open_entry(root / key)
     if entry is None:
         raise DataError(f"{root / key}: the prepared data cannot be read back")
-    return entry
+    return replace(entry, written=True)
 
 
 class _locked:
@@ -220,7 +223,7 @@ def training_splits(
     report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
     tokenizer = tokenizer if tokenizer is not None else entry.tokenizer()
     train = entry.split(max_length=config.data.max_length)
-    log.info("%s (prepared data in %s)", train.report.summary(), entry.path)  # once, every drop
+    log.info("%s (%s)", train.report.summary(), entry.where())  # once, every drop
     splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",), tokenizer=tokenizer)
     log.info("data ready in %.1f s", time.perf_counter() - start)
     return {"train": train, **splits}, tokenizer, entry.fingerprint(config.data.max_length)
