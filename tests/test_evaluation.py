@@ -1,9 +1,14 @@
-"""`score_translations`: the brevity penalty's lengths against hand-counted sacreBLEU tokens."""
+"""`score_translations`: the brevity penalty's lengths against hand-counted sacreBLEU tokens, and
+scores summed chunk by chunk against sacreBLEU's own corpus scores."""
 
 import math
+import random
 
 import pytest
+import sacrebleu
 
+from tfm import evaluation
+from tfm.data.toy import generate
 from tfm.evaluation import score_translations
 
 REFS = [
@@ -42,3 +47,28 @@ def test_long_output_has_no_penalty_and_a_ratio_above_one():
 def test_empty_references_have_no_ratio():
     scores = score_translations(["", ""], ["", ""])
     assert (scores["hyp_len"], scores["ref_len"], scores["length_ratio"]) == (0, 0, None)
+
+
+def test_chunked_statistics_give_sacrebleus_corpus_scores(monkeypatch):
+    rng = random.Random(5)
+    refs = [de for _, de in generate(n_train=1203, n_validation=0, n_test=0, seed=9)["train"]]
+    hyps = []
+    for ref in refs:  # each reference with a word or two dropped, doubled or lowercased
+        words = ref.split()
+        i = rng.randrange(len(words))
+        words = rng.choice([words[:i] + words[i + 1 :], words + words[i : i + 1], [ref.lower()]])
+        hyps.append(" ".join(words))
+    monkeypatch.setattr(evaluation, "SCORE_CHUNK", 100)  # 13 chunks, the last of 3 sentences
+    scores = score_translations(hyps, refs)
+    cased = sacrebleu.corpus_bleu(hyps, [refs])
+    assert scores["bleu"] == round(cased.score, 2) and 20 < scores["bleu"] < 95
+    assert (scores["hyp_len"], scores["ref_len"]) == (cased.sys_len, cased.ref_len)
+    assert scores["brevity_penalty"] == round(cased.bp, 4)
+    lower = sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score
+    assert scores["bleu_lowercase"] == round(lower, 2) > scores["bleu"]
+    assert scores["chrf"] == round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)
+
+
+def test_nothing_to_score_is_an_error():
+    with pytest.raises(ValueError, match="no translations to score"):
+        score_translations([], [])

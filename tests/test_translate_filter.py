@@ -151,3 +151,29 @@ def test_the_warning_about_over_long_lines_names_them(run):
     assert "line(s) 2, 4: longer than 256 tokens, cut to fit the model" in result.stderr
     beam = invoke("translate", "--run", run, "--beam-size", "2", "a man", long)  # beam search
     assert "line(s) 2: longer than 256 tokens" in beam.stderr
+
+
+def test_a_file_is_translated_in_batches_and_its_lines_named_across_them(
+    run, tmp_path, monkeypatch
+):
+    from tfm.commands import input as translation_input
+    from tfm.prediction.opening import Decoding
+
+    long = " ".join(["the dog sees the small cat"] * 60)
+    lines = [*SENTENCES, "a man walks home", long]  # the long one is line 5, in the third batch
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    alone = [invoke("translate", "--run", run, s).stdout.strip() for s in lines[:4]]
+    monkeypatch.setattr(translation_input, "BATCH_LINES", 2)
+    batches, translate = [], Decoding.translate
+
+    def recorded(self, texts, *, first_line=1):
+        batches.append((first_line, len(texts)))
+        return translate(self, texts, first_line=first_line)
+
+    monkeypatch.setattr(Decoding, "translate", recorded)
+    result = invoke("translate", "--run", run, "--file", str(path))
+    assert result.exit_code == 0, result.output
+    assert batches == [(1, 2), (3, 2), (5, 1)]
+    assert result.stdout.splitlines()[:4] == alone and len(result.stdout.splitlines()) == 5
+    assert "line(s) 5: longer than 256 tokens, cut to fit the model" in result.stderr

@@ -98,13 +98,13 @@ def test_eval_and_translate_refuse_a_corrupted_model_with_one_line(run, command)
 
 
 def test_eval_json_writes_non_finite_scores_as_null(run, monkeypatch):
-    decoded = decode.evaluate_split
+    decoded = decode.evaluate_chunks
 
     def diverged(*args, **kwargs):
         scores, hypotheses = decoded(*args, **kwargs)
         return {**scores, "loss": math.nan, "perplexity": math.inf}, hypotheses
 
-    monkeypatch.setattr(decode, "evaluate_split", diverged)
+    monkeypatch.setattr(decode, "evaluate_chunks", diverged)
     result = invoke("eval", "--json", "--run", run)
     assert result.exit_code == 0, result.stderr
     scores = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(name))

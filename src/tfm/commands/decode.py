@@ -18,7 +18,7 @@ from tfm.data.corpus import LoadReport
 from tfm.data.formats import read_lines
 from tfm.data.pipeline import EncodedSplit, encode_split, prepare_splits
 from tfm.errors import DataError, UsageError
-from tfm.prediction.evaluate import evaluate_split
+from tfm.prediction.evaluate import evaluate_chunks
 from tfm.prediction.opening import Decoding, open_decoding
 from tfm.prediction.settings import DecodeRequest
 from tfm.rundir.metrics import json_safe
@@ -26,6 +26,7 @@ from tfm.rundir.metrics import json_safe
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation", "test")
+CHUNK_LINES = 5_000  # lines of --src/--ref encoded and decoded at a time
 
 
 def evaluate_run(
@@ -46,16 +47,17 @@ def evaluate_run(
     if is_exported(request):
         return evaluate_exported(request, split=split, src=src, ref=ref, output=output)
     decoding = open_decoding(request)
+    chunks: Iterable[EncodedSplit]
     if src is not None and ref is not None:
-        data, name = _aligned_files(decoding, src, ref), str(src)
+        chunks, name = _aligned_files(decoding, src, ref), str(src)
     else:
         config, tokenizer = decoding.trained.config, decoding.trained.tokenizer
         splits, _ = prepare_splits(config.data, config.tokenizer, (split,), tokenizer=tokenizer)
-        data, name = splits[split], split
+        chunks, name = [splits[split]], split
     reranker = decoding.reranker
     rerank = None if reranker is None else reranker.rerank
-    scores, hypotheses = evaluate_split(
-        decoding.model, decoding.trained.tokenizer, data, decoding.settings, rerank=rerank
+    scores, hypotheses = evaluate_chunks(
+        decoding.model, decoding.trained.tokenizer, chunks, decoding.settings, rerank=rerank
     )
     if output is not None:
         output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
@@ -71,7 +73,9 @@ def evaluate_run(
     return json_safe({**header, **options, **scores}), hypotheses  # NaN/inf scores as None
 
 
-def _aligned_files(decoding: Decoding, src: Path, ref: Path) -> EncodedSplit:
+def _aligned_files(decoding: Decoding, src: Path, ref: Path) -> Iterator[EncodedSplit]:
+    """The aligned files, checked whole now, then encoded `CHUNK_LINES` lines at a time as the
+    chunks are taken (the ids of a long input are never all in memory)."""
     src_text, ref_text = read_lines(src, key="--src"), read_lines(ref, key="--ref")
     if len(src_text) != len(ref_text):
         raise DataError(
@@ -83,7 +87,13 @@ def _aligned_files(decoding: Decoding, src: Path, ref: Path) -> EncodedSplit:
     report = LoadReport(
         split="files", origin=f"{src}, {ref}", read=len(src_text), kept=len(src_text)
     )
-    return encode_split("files", src_text, ref_text, report, decoding.trained.tokenizer)
+    tokenizer = decoding.trained.tokenizer
+    return (
+        encode_split(
+            "files", src_text[i : i + CHUNK_LINES], ref_text[i : i + CHUNK_LINES], report, tokenizer
+        )  # fmt: skip
+        for i in range(0, len(src_text), CHUNK_LINES)
+    )
 
 
 def translate_batches(

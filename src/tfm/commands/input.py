@@ -28,15 +28,15 @@ def translation_input(
     sentences: Sequence[str], file: Path | None, stdin: TextIO | BinaryIO
 ) -> Iterator[list[str]]:
     """Batches of lines to translate: the sentences given as arguments, else the lines of
-    `file`, else stdin's lines as they arrive. Arguments and the file are checked and read
-    now; stdin as the batches are taken."""
+    `file` (`BATCH_LINES` at a time), else stdin's lines as they arrive. Arguments and the
+    file are checked and read now; stdin as the batches are taken."""
     if sentences and file is not None:
         raise UsageError("give sentences or --file, not both")
     if sentences:
         return iter([check_arguments(sentences)])
     if file is not None:
-        lines = read_lines(file, key="--file")
-        return iter([lines] if lines else [])
+        lines = read_lines(file, key="--file")  # checked whole: a bad line stops it before output
+        return (lines[i : i + BATCH_LINES] for i in range(0, len(lines), BATCH_LINES))
     if stdin.isatty():
         raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
     return stream_batches(cast(BinaryIO, getattr(stdin, "buffer", stdin)))

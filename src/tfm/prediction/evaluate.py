@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
 from tfm.evaluation import score_translations
-from tfm.prediction.likelihood import teacher_forced_loss
+from tfm.prediction.likelihood import teacher_forced_nll
 from tfm.prediction.settings import DecodeSettings, Model
 from tfm.prediction.translate import split_nbest, translate_ids
 
@@ -30,15 +30,38 @@ def evaluate_split(
     `rerank` (sources, n-best lists -> re-sorted lists; `tfm.prediction.reranking`), each
     hypothesis is the best of the whole beam after reranking. `decode_seconds` is the time the
     search took (reranking included, loss and scoring left out), `sentences_per_second` its rate."""
-    loss = teacher_forced_loss(model, split, settings)
-    started = time.perf_counter()
-    if rerank is None:
-        hypotheses = tokenizer.decode_tgt(translate_ids(model, split.src, settings))
-    else:
-        nbest = split_nbest(model, tokenizer, split, settings)
-        hypotheses = [ranked[0][0] for ranked in rerank(split.src_text, nbest)]
-    seconds = time.perf_counter() - started
-    scores = score_translations(hypotheses, split.tgt_text)
+    return evaluate_chunks(model, tokenizer, [split], settings, rerank=rerank)
+
+
+def evaluate_chunks(
+    model: Model,
+    tokenizer: Tokenizer,
+    chunks: Iterable[EncodedSplit],
+    settings: DecodeSettings,
+    *,
+    rerank: Rerank | None = None,
+) -> tuple[dict, list[str]]:
+    """`evaluate_split` of consecutive chunks of one input, encoded as they are taken: only the
+    sentences and hypotheses of the whole input are kept, so memory does not grow with its
+    token ids. Over-long sources are named by their line in the whole input."""
+    nll, tokens, seconds = 0.0, 0, 0.0
+    hypotheses: list[str] = []
+    references: list[str] = []
+    for chunk in chunks:
+        chunk_nll, chunk_tokens = teacher_forced_nll(model, chunk, settings)
+        nll, tokens = nll + chunk_nll, tokens + chunk_tokens
+        numbers = range(len(hypotheses) + 1, len(hypotheses) + len(chunk) + 1)
+        started = time.perf_counter()
+        if rerank is None:
+            found = translate_ids(model, chunk.src, settings, numbers=numbers)
+            hypotheses += tokenizer.decode_tgt(found)
+        else:
+            nbest = split_nbest(model, tokenizer, chunk, settings, numbers=numbers)
+            hypotheses += [ranked[0][0] for ranked in rerank(chunk.src_text, nbest)]
+        seconds += time.perf_counter() - started
+        references += chunk.tgt_text
+    loss = nll / max(tokens, 1)
+    scores = score_translations(hypotheses, references)
     scores["decode_seconds"] = round(seconds, 3)
     scores["sentences_per_second"] = round(len(hypotheses) / max(seconds, 1e-9), 1)
     scores["loss"] = round(loss, 4)

@@ -19,10 +19,19 @@ from tfm.prediction.settings import DecodeSettings, Model
 
 def teacher_forced_loss(model: Model, split: EncodedSplit, settings: DecodeSettings) -> float:
     """Mean negative log-likelihood per real target token (no label smoothing)."""
+    total, count = teacher_forced_nll(model, split, settings)
+    return total / max(count, 1)
+
+
+def teacher_forced_nll(
+    model: Model, split: EncodedSplit, settings: DecodeSettings
+) -> tuple[float, int]:
+    """The summed negative log-likelihood of a split's targets and the number of tokens it
+    sums over: the parts of the mean loss, which add up across the chunks of a long input."""
     total = -sum(sequence_log_probs(model, split.src, split.tgt, settings))
     # the tokens predicted: all but BOS, at most the positional table's (as sequence_log_probs)
     count = sum(min(len(t) - 1, model.max_len) for t in split.tgt)
-    return total / max(count, 1)
+    return total, count
 
 
 @torch.inference_mode()

@@ -144,10 +144,15 @@ def _framed_nonblank(
 
 
 def split_nbest(
-    model: Model, tokenizer: Tokenizer, split: EncodedSplit, settings: DecodeSettings
+    model: Model,
+    tokenizer: Tokenizer,
+    split: EncodedSplit,
+    settings: DecodeSettings,
+    *,
+    numbers: Sequence[int] | None = None,
 ) -> list[list[tuple[str, float]]]:
     """The whole beam (`settings.beam_size` hypotheses) of each source of a split, as (text,
-    score) pairs, best first."""
-    found = translate_nbest_ids(model, split.src, settings, settings.beam_size)
+    score) pairs, best first; `numbers` as in `translate_ids`."""
+    found = translate_nbest_ids(model, split.src, settings, settings.beam_size, numbers=numbers)
     texts = iter(tokenizer.decode_tgt([h.tokens for beam in found for h in beam]))
     return [[(next(texts), h.score) for h in beam] for beam in found]
