@@ -296,14 +296,26 @@ def main(argv: list[str] | None = None) -> dict:
         default=Path(tempfile.gettempdir()) / "tfm-data-scale",
         help="folder for corpora (kept and reused), runs and the cache",
     )
-    parser.add_argument("--quick", action="store_true", help="tiny corpora: seconds")
-    parser.add_argument("--json", type=Path, help="also write the report here")
+    parser.add_argument("--quick", action="store_true", help="tiny corpora: a minute or two")
+    parser.add_argument(
+        "--json", type=Path, help="also write the report here (the rows so far after each size)"
+    )
+    parser.add_argument(
+        "--rows",
+        type=Path,
+        help="a report written before (--json): its sizes are not measured again",
+    )
     args = parser.parse_args(argv)
     sizes = args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES)
-    rows = []
+    rows = json.loads(args.rows.read_text())["rows"] if args.rows else []
     for n in sizes:
+        if any(row["pairs"] == n for row in rows):
+            continue
         rows.append(measure(args.work, n, quick=args.quick))
+        rows.sort(key=lambda row: row["pairs"])
         print(f"{n:,} pairs measured", file=sys.stderr, flush=True)
+        if args.json:  # a long run that is cut short keeps what it measured
+            args.json.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
     result = report(rows)
     print(format_report(result))
     if args.json:
