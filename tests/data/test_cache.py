@@ -4,6 +4,7 @@ error when the disk is too small, and processes that wait for the one preparing.
 
 import dataclasses
 import random
+import sys
 import threading
 
 import numpy as np
@@ -110,6 +111,54 @@ def test_the_cached_split_is_the_in_memory_one(tmp_path):
     assert train.report.summary() == reference.report.summary()
     assert train.report.dropped == {"empty": 1, "too long": 1}
     assert train.src.values.dtype == np.uint8  # 120 ids fit in a byte
+
+
+@pytest.mark.parametrize(
+    ("texts", "normal"),
+    [
+        (["der Hund sieht", "GROSS . ROT"], True),
+        (["Größe", "naïve café", ""], True),  # NFC, and an empty text
+        (["der  Hund"], False),  # two spaces
+        ([" der Hund"], False),
+        (["der Hund "], False),
+        (["ok", " der"], False),  # a space at the start of a later text
+        (["der ", "ok"], False),  # at the end of an earlier one
+        (["der\tHund"], False),
+        (["der\u00a0Hund"], False),  # no-break space
+        (["der\u2003Hund"], False),  # em space
+        (["Gro\u0308sse"], False),  # o and a combining diaeresis: NFD
+    ],
+)
+def test_in_normal_form_passes_only_what_the_normalizer_leaves_alone(texts, normal):
+    assert store.in_normal_form(texts) is normal
+
+
+def test_characters_are_those_of_the_text():
+    text = "Größe 🙂 naïve\u3000\t\x00 Katze 🙂"
+    assert store.characters(text) == set(text) and store.characters("") == set()
+
+
+def test_other_spaces_are_every_whitespace_but_the_space():
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() and c != 32]
+    assert store.OTHER_SPACES == "".join(spaces)
+
+
+def test_chunks_the_normalizer_would_change_are_encoded_with_it(tmp_path, monkeypatch):
+    messy = [("der  Hund", "THE\tDOG"), ("Gro\u0308ße Katze", "BIG\u00a0CAT"), ("rot", "RED")]
+    prefix = write_corpus(tmp_path / "data", 200, extra=messy)
+    config = config_for(tmp_path, prefix)
+    monkeypatch.setattr(store, "CHUNK", 50)  # the messy pairs are in the fifth chunk of each side
+    checked, real = [], store.in_normal_form
+
+    def recorded(texts):
+        checked.append(real(texts))
+        return checked[-1]
+
+    monkeypatch.setattr(store, "in_normal_form", recorded)
+    splits, _, _ = training_splits(config)
+    memory, _ = prepare_splits(config.data, config.tokenizer, ("train",))
+    assert checked == [True] * 4 + [False] + [True] * 4 + [False]
+    assert splits["train"].src == memory["train"].src and splits["train"].tgt == memory["train"].tgt
 
 
 def test_batches_and_losses_equal_those_of_the_in_memory_path(tmp_path):
