@@ -4,7 +4,6 @@ error when the disk is too small, and processes that wait for the one preparing.
 
 import dataclasses
 import random
-import sys
 import threading
 
 import numpy as np
@@ -13,7 +12,7 @@ import torch
 from builders import tiny_config
 
 from tfm.config import load_config
-from tfm.data import cache, store
+from tfm.data import bulk_encoding, cache, store
 from tfm.data.batching import TokenBatchSampler, collate
 from tfm.data.cache import prepared_entry, training_splits
 from tfm.data.cache_key import cache_key
@@ -113,51 +112,21 @@ def test_the_cached_split_is_the_in_memory_one(tmp_path):
     assert train.src.values.dtype == np.uint8  # 120 ids fit in a byte
 
 
-@pytest.mark.parametrize(
-    ("texts", "normal"),
-    [
-        (["der Hund sieht", "GROSS . ROT"], True),
-        (["Größe", "naïve café", ""], True),  # NFC, and an empty text
-        (["der  Hund"], False),  # two spaces
-        ([" der Hund"], False),
-        (["der Hund "], False),
-        (["ok", " der"], False),  # a space at the start of a later text
-        (["der ", "ok"], False),  # at the end of an earlier one
-        (["der\tHund"], False),
-        (["der\u00a0Hund"], False),  # no-break space
-        (["der\u2003Hund"], False),  # em space
-        (["Gro\u0308sse"], False),  # o and a combining diaeresis: NFD
-    ],
-)
-def test_in_normal_form_passes_only_what_the_normalizer_leaves_alone(texts, normal):
-    assert store.in_normal_form(texts) is normal
-
-
-def test_characters_are_those_of_the_text():
-    text = "Größe 🙂 naïve\u3000\t\x00 Katze 🙂"
-    assert store.characters(text) == set(text) and store.characters("") == set()
-
-
-def test_other_spaces_are_every_whitespace_but_the_space():
-    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() and c != 32]
-    assert store.OTHER_SPACES == "".join(spaces)
-
-
-def test_chunks_the_normalizer_would_change_are_encoded_with_it(tmp_path, monkeypatch):
+def test_the_sentences_the_normalizer_changes_are_encoded_with_it(tmp_path, monkeypatch):
     messy = [("der  Hund", "THE\tDOG"), ("Gro\u0308ße Katze", "BIG\u00a0CAT"), ("rot", "RED")]
     prefix = write_corpus(tmp_path / "data", 200, extra=messy)
     config = config_for(tmp_path, prefix)
     monkeypatch.setattr(store, "CHUNK", 50)  # the messy pairs are in the fifth chunk of each side
-    checked, real = [], store.in_normal_form
+    changed, real = [], bulk_encoding.needs_normalizing
 
     def recorded(texts):
-        checked.append(real(texts))
-        return checked[-1]
+        changed.append(real(texts))
+        return changed[-1]
 
-    monkeypatch.setattr(store, "in_normal_form", recorded)
+    monkeypatch.setattr(bulk_encoding, "needs_normalizing", recorded)
     splits, _, _ = training_splits(config)
     memory, _ = prepare_splits(config.data, config.tokenizer, ("train",))
-    assert checked == [True] * 4 + [False] + [True] * 4 + [False]
+    assert changed == [[]] * 4 + [[0, 1]] + [[]] * 4 + [[0, 1]]
     assert splits["train"].src == memory["train"].src and splits["train"].tgt == memory["train"].tgt
 
 

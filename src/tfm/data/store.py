@@ -6,8 +6,9 @@
    gets exactly the tokenizer it always got; else on a seeded sample of that many pairs (the same
    sample every time), with every character of the whole split in the alphabet, so that no
    training sentence meets `<unk>`.
-3. Encode: the stored sentences, chunk by chunk, with the tokenizer's batch API (all cores),
-   framed as `pipeline.encode_split` frames them and appended to `{src,tgt}.ids`.
+3. Encode: the stored sentences, chunk by chunk, with the tokenizer's batch API (all cores) and
+   the shortcuts of `bulk_encoding`, framed as `pipeline.encode_split` frames them and appended
+   to `{src,tgt}.ids`.
 Each phase shows a progress bar on stderr when it is a terminal. A full disk is a `DataError`
 that says how much space the entry needs; the space is checked before anything is written.
 """
@@ -16,9 +17,7 @@ from __future__ import annotations
 
 import errno
 import functools
-import json
 import logging
-import re
 import shutil
 import sys
 import time
@@ -29,11 +28,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-from tokenizers import Tokenizer as HfTokenizer
-from tokenizers import models
 from tqdm import tqdm
 
 from tfm.config import Config, TokenizerConfig
+from tfm.data.bulk_encoding import BulkEncoder
 from tfm.data.cache_key import SIDES, VERSION, CacheKey
 from tfm.data.corpus import LoadReport, stream_split
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
@@ -44,7 +42,6 @@ log = logging.getLogger(__name__)
 
 CHUNK = 20_000  # pairs read, encoded and written at a time
 SAMPLE_SEED = 0  # of the BPE training sample: fixed, so the same data gives the same tokenizer
-WORD_CACHE = 200_000  # words whose segmentation BPE remembers while encoding (default 10,000)
 
 
 def write_entry(
@@ -220,18 +217,14 @@ def _write_ids(
     models = dict(zip(SIDES, tokenizer.bpe_models, strict=True))
     tokens = {}
     for side in SIDES:
-        # the side's encoder, and the same without the normalizer for chunks it leaves as they are
-        encoder, plain = _encoder(models[side]), _encoder(models[side], normalizer=False)
+        encoder = BulkEncoder(models[side])
         dtype = id_dtype(_vocab_size(tokenizer, side))
         writer = _RowWriter(folder / f"{side}.ids", folder / f"{side}.ids-offsets.npy")
         unknown, total = 0, 0
         with _bar(progress, desc=f"encoding {side}", total=len(texts[side]), unit=" sentences",
                   unit_scale=True) as bar:  # fmt: skip
             for chunk in _chunks(texts[side], CHUNK):
-                found = (plain if in_normal_form(chunk) else encoder).encode_batch_fast(
-                    chunk, add_special_tokens=False
-                )
-                ids = [e.ids for e in found]
+                ids = encoder.encode(chunk)
                 lengths = np.fromiter(map(len, ids), dtype=OFFSETS, count=len(ids))
                 flat = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
                 unknown += int(np.count_nonzero(flat == UNK_ID))
@@ -261,52 +254,3 @@ def frame(flat: np.ndarray, lengths: np.ndarray, *, bos: bool) -> tuple[np.ndarr
         out[starts] = BOS_ID
     out[ids] = flat
     return out, framed_lengths
-
-
-def in_normal_form(texts: list[str]) -> bool:
-    """Whether the tokenizer's normalizer (`tfm.data.tokenizer`: NFC, each run of whitespace to
-    one space, strip) would leave every text as it is: NFC already, and no whitespace but single
-    spaces between other characters. Python's whitespace includes the normalizer's (Unicode
-    White_Space), so a text this passes is one that the normalizer does not change, and
-    encoding it without the normalizer gives the same ids (a fifth less time on 2M sentences).
-    The texts are joined with NUL, which neither is whitespace nor composes with what follows."""
-    joined = "\0".join(texts)
-    spaced = joined.startswith(" ") or joined.endswith(" ") or "\0 " in joined or " \0" in joined
-    if spaced or "  " in joined:  # a space at a text's start or end, or two spaces
-        return False
-    return unicodedata.is_normalized("NFC", joined) and not _OTHER_SPACE.search(joined)
-
-
-# Every character but the space that Python counts as whitespace (str.isspace): Unicode's
-# White_Space, which the normalizer's regex matches, and the separators U+001C to U+001F.
-OTHER_SPACES = (
-    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
-    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-_OTHER_SPACE = re.compile(f"[{re.escape(OTHER_SPACES)}]")
-
-
-def _encoder(tok: HfTokenizer, *, normalizer: bool = True) -> HfTokenizer:
-    """A copy of `tok` whose BPE remembers more words: the same ids, found faster on a big corpus
-    (a word seen before skips its merges); without its normalizer unless `normalizer`."""
-    text = tok.to_str()
-    copy, spec = HfTokenizer.from_str(text), json.loads(text)["model"]
-    if not normalizer:
-        copy.normalizer = None
-    merges = [_merge(m) for m in spec["merges"]]
-    copy.model = models.BPE(
-        vocab=spec["vocab"],
-        merges=merges,
-        unk_token=spec["unk_token"],
-        fuse_unk=spec["fuse_unk"],
-        byte_fallback=spec["byte_fallback"],
-        ignore_merges=spec["ignore_merges"],
-        cache_capacity=WORD_CACHE,
-    )
-    return copy
-
-
-def _merge(merge: str | list[str]) -> tuple[str, str]:
-    """A merge as `tokenizers` writes it ("a b", or ["a", "b"] since 0.20) as a pair."""
-    left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
-    return left, right
