@@ -3,12 +3,13 @@ built to contain one of each."""
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.config import load_config
-from tfm.data.check import check_data, format_table, length_ratio, length_stats
+from tfm.data.check import _repeats, _shared, check_data, format_table, length_ratio, length_stats
 
 TRAIN = [
     ("the dog sees the cat .", "der Hund sieht die Katze ."),
@@ -90,3 +91,12 @@ def test_cli_missing_config_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(app, ["data", "check", "--config", str(tmp_path / "no.yaml")])
     assert result.exit_code == 2
     assert "no.yaml does not exist" in result.stderr
+
+
+def test_repeats_and_shared_count_as_unique_and_isin_would():
+    rng = np.random.default_rng(3)
+    hashes = rng.integers(-50, 50, size=400)  # many values three times and more
+    train = np.sort(rng.integers(-80, 20, size=300))
+    assert _repeats(hashes) == len(hashes) - len(np.unique(hashes)) > 250
+    assert _shared(hashes, train) == np.count_nonzero(np.isin(hashes, train)) > 100
+    assert _shared(hashes, train[:0]) == 0 and _repeats(hashes[:0]) == 0
