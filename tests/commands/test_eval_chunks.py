@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.commands import decode
+from tfm.commands import input as input_lines
 from tfm.data import pipeline
 from tfm.prediction import evaluate as evaluation
 
@@ -39,7 +40,7 @@ def evaluate(run, folder, pairs, *extra: str) -> tuple[dict, list[str], str]:
 def test_chunks_score_and_translate_as_one_piece(trained_run, tmp_path, monkeypatch, beam):
     pairs = SENTENCES * 3  # 15 lines
     whole, whole_hyps, _ = evaluate(trained_run, tmp_path, pairs, *beam)
-    monkeypatch.setattr(decode, "CHUNK_LINES", 4)  # chunks of 4, 4, 4 and 3 lines
+    monkeypatch.setattr(input_lines, "EVAL_LINES", 4)  # chunks of 4, 4, 4 and 3 lines
     chunked, chunked_hyps, _ = evaluate(trained_run, tmp_path, pairs, *beam)
     assert chunked_hyps == whole_hyps and len(whole_hyps) == 15
     loss = chunked.pop("loss")
@@ -51,7 +52,7 @@ def test_chunks_score_and_translate_as_one_piece(trained_run, tmp_path, monkeypa
 def test_over_long_lines_are_named_by_their_line_in_the_whole_file(
     trained_run, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(decode, "CHUNK_LINES", 2)
+    monkeypatch.setattr(input_lines, "EVAL_LINES", 2)
     pairs = [SENTENCES[0], SENTENCES[1], SENTENCES[2], (LONG, "Der Hund"), SENTENCES[3]]
     _, hyps, stderr = evaluate(trained_run, tmp_path, [*pairs, (LONG, "Der Hund")])
     assert len(hyps) == 6
@@ -60,7 +61,7 @@ def test_over_long_lines_are_named_by_their_line_in_the_whole_file(
 
 
 def test_a_chunk_is_encoded_after_the_previous_one_is_decoded(trained_run, tmp_path, monkeypatch):
-    monkeypatch.setattr(decode, "CHUNK_LINES", 2)
+    monkeypatch.setattr(input_lines, "EVAL_LINES", 2)
     events = []
     encode, translate = pipeline.encode_split, evaluation.translate_ids
 

@@ -6,6 +6,7 @@ import json
 from typer.testing import CliRunner
 
 from tfm.cli import app
+from tfm.commands import input as input_lines
 
 runner = CliRunner()
 SENTENCES = ["the small dog sees the big cat", "", "a man walks home"]
@@ -59,3 +60,26 @@ def test_an_export_does_not_decode_in_an_ensemble(toy_run, exported):
                                  "a dog"])  # fmt: skip
     assert result.exit_code == 2
     assert "CTranslate2 export" in result.output
+
+
+def test_eval_with_an_export_reads_aligned_files_in_chunks(exported, tmp_path, monkeypatch):
+    src, ref, hyp = tmp_path / "src.txt", tmp_path / "ref.txt", tmp_path / "hyp.txt"
+    src.write_text("".join(s + "\n" for s in [*SENTENCES, "the cat sleeps"] * 2), encoding="utf-8")
+    ref.write_text("Der Hund\n" * 8, encoding="utf-8")
+    args = ["eval", "--run", str(exported), "--src", str(src), "--ref", str(ref), "--json"]
+
+    def scored() -> tuple[dict, str]:
+        result = runner.invoke(app, [*args, "--output", str(hyp)])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout), hyp.read_text(encoding="utf-8")
+
+    whole, whole_text = scored()
+    monkeypatch.setattr(input_lines, "EVAL_LINES", 3)  # chunks of 3, 3 and 2 lines
+    chunked, chunked_text = scored()
+    assert chunked_text == whole_text and len(whole_text.splitlines()) == 8
+    assert chunked == whole and whole["sentences"] == 8
+    ref.write_text("", encoding="utf-8")
+    src.write_text("", encoding="utf-8")
+    empty = runner.invoke(app, args)
+    assert empty.exit_code == 2, empty.output
+    assert f"{src}: no sentences to score (the file is empty)" in empty.stderr

@@ -8,16 +8,17 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from tfm.commands import input as input_lines
 from tfm.commands.deployed import (
     evaluate_exported,
     is_exported,
     translate_exported,
     translate_exported_nbest,
 )
+from tfm.commands.input import line_chunks, read_aligned
 from tfm.data.corpus import LoadReport
-from tfm.data.formats import read_lines
 from tfm.data.pipeline import EncodedSplit, encode_split, prepare_splits
-from tfm.errors import DataError, UsageError
+from tfm.errors import UsageError
 from tfm.prediction.evaluate import evaluate_chunks
 from tfm.prediction.opening import Decoding, open_decoding
 from tfm.prediction.settings import DecodeRequest
@@ -26,7 +27,6 @@ from tfm.rundir.metrics import json_safe
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation", "test")
-CHUNK_LINES = 5_000  # lines of --src/--ref encoded and decoded at a time
 
 
 def evaluate_run(
@@ -74,26 +74,15 @@ def evaluate_run(
 
 
 def _aligned_files(decoding: Decoding, src: Path, ref: Path) -> Iterator[EncodedSplit]:
-    """The aligned files, checked whole now, then encoded `CHUNK_LINES` lines at a time as the
+    """The aligned files, checked whole now, then encoded `EVAL_LINES` lines at a time as the
     chunks are taken (the ids of a long input are never all in memory)."""
-    src_text, ref_text = read_lines(src, key="--src"), read_lines(ref, key="--ref")
-    if len(src_text) != len(ref_text):
-        raise DataError(
-            f"{src} has {len(src_text)} lines but {ref} has {len(ref_text)}; "
-            "they must be aligned line by line"
-        )
-    if not src_text:
-        raise DataError(f"{src}: no sentences to score (the file is empty)")
+    src_text, ref_text = read_aligned(src, ref)
     report = LoadReport(
         split="files", origin=f"{src}, {ref}", read=len(src_text), kept=len(src_text)
     )
     tokenizer = decoding.trained.tokenizer
-    return (
-        encode_split(
-            "files", src_text[i : i + CHUNK_LINES], ref_text[i : i + CHUNK_LINES], report, tokenizer
-        )  # fmt: skip
-        for i in range(0, len(src_text), CHUNK_LINES)
-    )
+    chunks = line_chunks(len(src_text), input_lines.EVAL_LINES)
+    return (encode_split("files", src_text[c], ref_text[c], report, tokenizer) for c in chunks)
 
 
 def translate_batches(

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from tfm.data.formats import read_lines
+from tfm.commands import input as input_lines
+from tfm.commands.input import line_chunks, read_aligned
 from tfm.data.pipeline import prepare_splits
 from tfm.deploy import (
     ExportedModel,
@@ -19,7 +20,7 @@ from tfm.deploy import (
     translate_nbest_with_ctranslate2,
 )
 from tfm.deploy.export import require_ctranslate2
-from tfm.errors import DataError, UsageError
+from tfm.errors import UsageError
 from tfm.evaluation import score_translations
 from tfm.prediction.settings import DecodeRequest
 from tfm.rundir.metrics import json_safe
@@ -90,18 +91,18 @@ def evaluate_exported(
     loss and perplexity need tfm's model, so they are null."""
     model, settings = _open(request)
     if src is not None and ref is not None:
-        sources, references = read_lines(src, key="--src"), read_lines(ref, key="--ref")
-        if len(sources) != len(references):
-            raise DataError(f"{src} has {len(sources)} lines but {ref} has {len(references)}; "
-                            "they must be aligned line by line")  # fmt: skip
+        sources, references = read_aligned(src, ref)
         name = str(src)
     else:
         config = model.config
         splits, _ = prepare_splits(config.data, config.tokenizer, (split,),
                                    tokenizer=model.tokenizer)  # fmt: skip
         sources, references, name = splits[split].src_text, splits[split].tgt_text, split
-    found = translate_nbest_with_ctranslate2(model, sources, settings, 1)
-    hypotheses = [hypotheses[0][0] for hypotheses in found]
+    hypotheses = [
+        best[0][0]
+        for part in line_chunks(len(sources), input_lines.EVAL_LINES)
+        for best in translate_nbest_with_ctranslate2(model, sources[part], settings, 1)
+    ]
     if output is not None:
         output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     scores = score_translations(hypotheses, list(references))

@@ -1,4 +1,5 @@
-"""The lines `tfm translate` reads: its arguments, a file, or stdin as the lines arrive.
+"""The lines `tfm translate` reads (its arguments, a file, or stdin as the lines arrive), and the
+aligned files `tfm eval --src --ref` reads.
 
 Stdin is read as a stream, in batches: a batch holds every complete line that is available
 without waiting (at most `BATCH_LINES`), so a program that writes one line and waits for its
@@ -21,6 +22,7 @@ from tfm.data.formats import BOM, read_lines
 from tfm.errors import DataError, UsageError
 
 BATCH_LINES = 1000  # lines decoded together at most, when more are waiting
+EVAL_LINES = 5_000  # lines of --src/--ref that eval encodes, decodes and scores at a time
 CHUNK_BYTES = 1 << 16
 
 
@@ -36,10 +38,28 @@ def translation_input(
         return iter([check_arguments(sentences)])
     if file is not None:
         lines = read_lines(file, key="--file")  # checked whole: a bad line stops it before output
-        return (lines[i : i + BATCH_LINES] for i in range(0, len(lines), BATCH_LINES))
+        return (lines[part] for part in line_chunks(len(lines), BATCH_LINES))
     if stdin.isatty():
         raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
     return stream_batches(cast(BinaryIO, getattr(stdin, "buffer", stdin)))
+
+
+def read_aligned(src: Path, ref: Path) -> tuple[list[str], list[str]]:
+    """The lines of `--src` and `--ref`, checked whole: as many in each, and at least one."""
+    src_text, ref_text = read_lines(src, key="--src"), read_lines(ref, key="--ref")
+    if len(src_text) != len(ref_text):
+        raise DataError(
+            f"{src} has {len(src_text)} lines but {ref} has {len(ref_text)}; "
+            "they must be aligned line by line"
+        )
+    if not src_text:
+        raise DataError(f"{src}: no sentences to score (the file is empty)")
+    return src_text, ref_text
+
+
+def line_chunks(count: int, size: int) -> Iterator[slice]:
+    """Consecutive slices of at most `size` lines that cover `count` lines."""
+    return (slice(start, start + size) for start in range(0, count, size))
 
 
 def check_arguments(arguments: Sequence[str]) -> list[str]:
