@@ -23,7 +23,7 @@ import sys
 import time
 import unicodedata
 from collections.abc import Iterable, Iterator
-from itertools import chain, islice
+from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,7 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 from tfm.config import Config, TokenizerConfig
-from tfm.data.bulk_encoding import BulkEncoder
+from tfm.data.bulk_encoding import BulkEncoder, characters
 from tfm.data.cache_key import SIDES, VERSION, CacheKey
 from tfm.data.corpus import LoadReport, stream_split
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
@@ -177,13 +177,6 @@ def _write_texts(
     return cleaner.report(), alphabets
 
 
-def characters(text: str) -> set[str]:
-    """The distinct characters of `text`, counted as code points by numpy (twice as fast as
-    `set(text)` on a chunk of a corpus)."""
-    counts = np.bincount(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32))
-    return {chr(point) for point in np.flatnonzero(counts)}
-
-
 def _learn(
     texts: dict[str, RaggedText],
     settings: TokenizerConfig,
@@ -224,9 +217,8 @@ def _write_ids(
         with _bar(progress, desc=f"encoding {side}", total=len(texts[side]), unit=" sentences",
                   unit_scale=True) as bar:  # fmt: skip
             for chunk in _chunks(texts[side], CHUNK):
-                ids = encoder.encode(chunk)
-                lengths = np.fromiter(map(len, ids), dtype=OFFSETS, count=len(ids))
-                flat = np.fromiter(chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
+                flat, lengths = encoder.encode(chunk)
+                flat, lengths = flat.astype(dtype), lengths.astype(OFFSETS)
                 unknown += int(np.count_nonzero(flat == UNK_ID))
                 framed, framed_lengths = frame(flat, lengths, bos=side == "tgt")
                 writer.add(framed.tobytes(), framed_lengths)

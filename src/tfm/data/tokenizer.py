@@ -47,22 +47,23 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # in id order
 FILE_NAME = "tokenizer.json"
 FORMAT, VERSION = "tfm-tokenizer", 1
-_SPACE = "▁"  # U+2581, as in SentencePiece
+SPACE = "▁"  # U+2581, as in SentencePiece
 
 
-def _untrained() -> HfTokenizer:
+def untrained() -> HfTokenizer:
+    """tfm's pipeline (above) around an empty BPE model."""
     tok = HfTokenizer(models.BPE(unk_token=SPECIAL_TOKENS[UNK_ID], fuse_unk=True))
     tok.normalizer = normalizers.Sequence(
         [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
     )
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Metaspace(replacement=_SPACE, prepend_scheme="always", split=True),
-            pre_tokenizers.Split(Regex(rf"{_SPACE}?\p{{P}}"), behavior="isolated"),
+            pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always", split=True),
+            pre_tokenizers.Split(Regex(rf"{SPACE}?\p{{P}}"), behavior="isolated"),
             pre_tokenizers.Digits(individual_digits=False),
         ]
     )
-    tok.decoder = decoders.Metaspace(replacement=_SPACE, prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="always", split=True)
     return tok
 
 
@@ -78,7 +79,7 @@ def _train_one(
     n_lines = len(texts)
     if not any(text.strip() for text in texts):
         raise DataError(f"cannot train a tokenizer: the {side} text is empty ({n_lines} lines)")
-    tok = _untrained()
+    tok = untrained()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
