@@ -117,12 +117,16 @@ class _Flat(_Rows):
             values=self.values, offsets=self.offsets, selection=base, mapping=self.mapping
         )
 
-    def _blocks(self) -> Iterator[tuple[np.ndarray, list[int]]]:
-        """All rows in order, a block at a time: a copy of the block's values, and where each
-        row starts and ends in it. A mapped file's pages are given back once copied, so that a
-        full pass (encoding, `tfm data check`) does not fill the process's memory with them."""
-        for start in range(0, len(self), _BLOCK):
-            bounds = self.offsets[start : start + _BLOCK + 1]
+    def _blocks(
+        self, first: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[np.ndarray, list[int]]]:
+        """Rows `first` to `stop` (all of them) in order, a block at a time: a copy of the block's
+        values, and where each row starts and ends in it. A mapped file's pages are given back
+        once copied, so that a full pass (encoding, `tfm data check`) does not fill the process's
+        memory with them."""
+        stop = len(self) if stop is None else stop
+        for start in range(first, stop, _BLOCK):
+            bounds = self.offsets[start : min(start + _BLOCK, stop) + 1]
             a, b = int(bounds[0]), int(bounds[-1])
             block = np.array(self.values[a:b])
             if self.mapping is not None and _RELEASE is not None:
@@ -181,6 +185,16 @@ class RaggedText(_Flat):
         for block, cuts in self._blocks():
             data = block.tobytes()
             yield from (data[a:b].decode("utf-8") for a, b in zip(cuts, cuts[1:]))  # noqa: B905
+
+    def read(self, start: int, stop: int) -> list[str]:
+        """Rows `start` to `stop` of all rows (not of a subset), read block by block."""
+        if self.selection is not None:
+            raise ValueError("read() is for all rows, not for a subset")
+        rows = []
+        for block, cuts in self._blocks(start, min(stop, len(self))):
+            data = block.tobytes()
+            rows += [data[a:b].decode("utf-8") for a, b in zip(cuts, cuts[1:])]  # noqa: B905
+        return rows
 
     @classmethod
     def open(cls, stem: Path) -> RaggedText:

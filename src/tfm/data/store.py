@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import os
 import shutil
 import sys
 import time
@@ -31,9 +32,10 @@ import numpy as np
 from tqdm import tqdm
 
 from tfm.config import Config, TokenizerConfig
-from tfm.data.bulk_encoding import BulkEncoder, characters
+from tfm.data.bulk_encoding import characters
 from tfm.data.cache_key import SIDES, VERSION, CacheKey
 from tfm.data.corpus import LoadReport, stream_split
+from tfm.data.parallel_encoding import Encoding, workers_for
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer, train_tokenizer
 from tfm.errors import DataError
@@ -108,17 +110,23 @@ def _write(
 
 
 class _Clock:
-    """Wall-clock and CPU seconds (all threads of the process) of consecutive phases."""
+    """Wall-clock and CPU seconds of consecutive phases: every thread of this process and of the
+    worker processes it has waited for."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.cpu_seconds: dict[str, float] = {}
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
+        self._wall, self._cpu = time.perf_counter(), _cpu()
 
     def lap(self, phase: str) -> None:
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu = time.perf_counter(), _cpu()
         self.seconds[phase], self.cpu_seconds[phase] = wall - self._wall, cpu - self._cpu
         self._wall, self._cpu = wall, cpu
+
+
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def _vocab_size(tokenizer: Tokenizer, side: str) -> int:
@@ -209,25 +217,24 @@ def _write_ids(
     included, and `<unk>` tokens ("src_unknown", "tgt_unknown")."""
     models = dict(zip(SIDES, tokenizer.bpe_models, strict=True))
     tokens = {}
-    for side in SIDES:
-        encoder = BulkEncoder(models[side])
-        dtype = id_dtype(_vocab_size(tokenizer, side))
-        writer = _RowWriter(folder / f"{side}.ids", folder / f"{side}.ids-offsets.npy")
-        unknown, total = 0, 0
-        with _bar(progress, desc=f"encoding {side}", total=len(texts[side]), unit=" sentences",
-                  unit_scale=True) as bar:  # fmt: skip
-            for chunk in _chunks(texts[side], CHUNK):
-                flat, lengths = encoder.encode(chunk)
-                flat, lengths = flat.astype(dtype), lengths.astype(OFFSETS)
-                unknown += int(np.count_nonzero(flat == UNK_ID))
-                framed, framed_lengths = frame(flat, lengths, bos=side == "tgt")
-                writer.add(framed.tobytes(), framed_lengths)
-                total += len(framed)
-                bar.update(len(chunk))
-        writer.close()
-        tokens[side], tokens[f"{side}_unknown"] = total, unknown
-        if unknown:
-            log.warning("%d %s token(s) of the training split are <unk>", unknown, side)
+    workers = workers_for(len(texts["src"]))
+    with Encoding(models, folder, workers=workers) as encoding:
+        for side in SIDES:
+            dtype = id_dtype(_vocab_size(tokenizer, side))
+            writer = _RowWriter(folder / f"{side}.ids", folder / f"{side}.ids-offsets.npy")
+            unknown, total = 0, 0
+            with _bar(progress, desc=f"encoding {side}", total=len(texts[side]),
+                      unit=" sentences", unit_scale=True) as bar:  # fmt: skip
+                for flat, lengths in encoding.chunks(side, size=CHUNK):
+                    unknown += int(np.count_nonzero(flat == UNK_ID))
+                    framed, framed_lengths = frame(flat.astype(dtype), lengths, bos=side == "tgt")
+                    writer.add(framed.tobytes(), framed_lengths.astype(OFFSETS))
+                    total += len(framed)
+                    bar.update(len(lengths))
+            writer.close()
+            tokens[side], tokens[f"{side}_unknown"] = total, unknown
+            if unknown:
+                log.warning("%d %s token(s) of the training split are <unk>", unknown, side)
     return tokens
 
 
