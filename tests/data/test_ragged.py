@@ -120,6 +120,21 @@ def test_a_full_pass_gives_the_mapped_pages_back(tmp_path):
     assert texts[199_999] == text  # and rows can still be read after
 
 
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_reading_in_chunks_gives_the_mapped_pages_back(tmp_path):
+    lengths = np.random.default_rng(0).integers(20, 400, size=200_000)
+    rows = ["".join(chr(97 + i % 26) * n) for i, n in enumerate(lengths)]
+    (tmp_path / "big.text").write_text("".join(rows), encoding="utf-8")  # 42 MB
+    np.save(tmp_path / "big.text-offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
+    texts = RaggedText.open(tmp_path / "big")
+    before = file_rss_mib()
+    for start in range(0, 200_000, 3_001):
+        assert texts.read(start, start + 3_001) == rows[start : start + 3_001]
+    assert file_rss_mib() - before < 8  # pages mapped around each block's first are given back
+    with pytest.raises(ValueError, match="for all rows"):
+        texts.subset(np.arange(5)).read(0, 5)
+
+
 def file_rss_mib() -> float:
     """The process's resident memory backed by files (mapped pages), in MiB."""
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -131,9 +131,12 @@ class _Flat(_Rows):
             block = np.array(self.values[a:b])
             if self.mapping is not None and _RELEASE is not None:
                 itemsize = self.values.itemsize
-                first = a * itemsize // mmap.PAGESIZE * mmap.PAGESIZE  # madvise wants whole pages
-                if b * itemsize > first:
-                    self.mapping.madvise(_RELEASE, first, b * itemsize - first)
+                # From a little before the block: reading its first page can map the pages
+                # around it again (fault-around, or the large folio the page cache holds it
+                # in), the last block's among them. Whole pages only.
+                low = max(0, a * itemsize - _BEHIND) // mmap.PAGESIZE * mmap.PAGESIZE
+                if b * itemsize > low:
+                    self.mapping.madvise(_RELEASE, low, b * itemsize - low)
             yield block, (bounds - bounds[0]).tolist()
 
     def _span(self, i: int) -> tuple[int, int]:
@@ -204,6 +207,7 @@ class RaggedText(_Flat):
 
 _BLOCK = 4096  # rows read at a time when iterating
 _RELEASE = getattr(mmap, "MADV_DONTNEED", None)  # Linux and macOS; elsewhere pages stay mapped
+_BEHIND = 2 << 20  # bytes before a block given back with it: a huge page, the largest folio
 
 
 def _mapped(stem: Path, suffix: str, dtype: np.dtype) -> dict[str, Any]:
