@@ -8,7 +8,9 @@ For each size it runs, as separate processes (memory is read from /proc while th
 and reports the time to the first logged training step (step 10) and the peak RSS up to it,
 cold and warm, with the peak of its anonymous part (RssAnon: RSS less mapped file pages, which
 the kernel can drop and read again); the preparation's phases (from the entry's meta.json); the
-RSS growth from step 10 to the last; the check's time and peaks; the cache's size on disk. A
+RSS growth from step 10 to the last; the check's time and peaks; the cache's size on disk. The
+`tree` peaks add to the process's own RSS that of the worker processes that encode a corpus of
+over 100,000 pairs, polled together. A
 least-squares line through the sizes gives the growth per million pairs and the figures at 4.5M
 pairs (WMT14 en-de).
 
@@ -107,10 +109,12 @@ def watch(command: list[str], metrics: Path | None, logs: Path) -> dict:
     with out.open("w") as stdout, err.open("w") as stderr:
         process = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, text=True)
     status = Path(f"/proc/{process.pid}/status")
-    peak, anon, first_step, rss_at = 0.0, 0.0, None, {}
+    peak, anon, tree, first_step, rss_at = 0.0, 0.0, 0.0, None, {}
     while True:
         memory = _memory(status)
         peak, anon = max(peak, memory.get("VmHWM", 0.0)), max(anon, memory.get("RssAnon", 0.0))
+        workers = [_memory(Path(f"/proc/{pid}/status")) for pid in _children(process.pid)]
+        tree = max(tree, memory.get("VmRSS", 0.0) + sum(w.get("VmRSS", 0.0) for w in workers))
         if metrics is not None and metrics.exists():
             for event in map(json.loads, metrics.read_text().splitlines()):
                 step = event["step"]
@@ -118,7 +122,7 @@ def watch(command: list[str], metrics: Path | None, logs: Path) -> dict:
                     rss_at[step] = memory.get("VmRSS", 0.0)
                     if first_step is None:
                         first_step = {"s": time.perf_counter() - start, "peak_mib": peak,
-                                      "anon_mib": anon}  # fmt: skip
+                                      "anon_mib": anon, "tree_mib": max(peak, tree)}  # fmt: skip
         pid, code, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             break
@@ -131,11 +135,20 @@ def watch(command: list[str], metrics: Path | None, logs: Path) -> dict:
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_mib": max(peak, usage.ru_maxrss / 1024),
         "anon_mib": anon,
+        "tree_mib": max(peak, tree),
         "first_step": first_step,
         "rss_at": rss_at,
         "stdout": out.read_text(),
         "stderr": err.read_text(),
     }
+
+
+def _children(pid: int) -> list[str]:
+    """The processes `pid` started (the encoding's worker processes): Linux lists them."""
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        return []
 
 
 def _memory(status: Path) -> dict[str, float]:
@@ -183,6 +196,7 @@ def measure(work: Path, n: int, *, quick: bool) -> dict:
         "warm_first_step_s": warm["first_step"]["s"],
         "warm_peak_mib": warm["first_step"]["peak_mib"],
         "cold_anon_mib": cold["first_step"]["anon_mib"],
+        "cold_tree_mib": cold["first_step"]["tree_mib"],
         "warm_anon_mib": warm["first_step"]["anon_mib"],
         "cold_data_s": _data_seconds(cold["stderr"]),
         "warm_data_s": _data_seconds(warm["stderr"]),
@@ -194,6 +208,7 @@ def measure(work: Path, n: int, *, quick: bool) -> dict:
         "check_cpu_s": check["cpu_s"],
         "check_peak_mib": check["peak_mib"],
         "check_anon_mib": check["anon_mib"],
+        "check_tree_mib": check["tree_mib"],
         "check_pairs": json.loads(check["stdout"])["splits"]["train"]["pairs"],
         "cache_mb": sum(f.stat().st_size for f in entry.parent.iterdir()) / 1e6,
     }
@@ -222,6 +237,8 @@ FITTED = (
     "cold_anon_mib",
     "warm_anon_mib",
     "check_anon_mib",
+    "cold_tree_mib",
+    "check_tree_mib",
     "prepare_s",
     "prepare_cpu_s",
     "cold_first_step_s",
@@ -252,12 +269,14 @@ COLUMNS = (  # the table's columns and their formats
     ("cold_peak_mib", "{:.0f}"),
     ("warm_peak_mib", "{:.0f}"),
     ("cold_anon_mib", "{:.0f}"),
+    ("cold_tree_mib", "{:.0f}"),
     ("warm_anon_mib", "{:.0f}"),
     ("growth_mib", "{:+.0f}"),
     ("check_s", "{:.1f}"),
     ("check_cpu_s", "{:.1f}"),
     ("check_peak_mib", "{:.0f}"),
     ("check_anon_mib", "{:.0f}"),
+    ("check_tree_mib", "{:.0f}"),
     ("cache_mb", "{:.0f}"),
 )
 

@@ -21,6 +21,7 @@ def test_quick_report_has_a_row_per_size_and_a_fit(tmp_path, capsys):
         assert row["warm_data_s"] < row["cold_data_s"]
         assert 0 < row["prepare_s"] and set(row["phases_s"]) == {"read", "bpe", "encode"}
         assert row["cold_peak_mib"] > 0 and row["warm_peak_mib"] > 0 and row["cache_mb"] > 0
+        assert row["cold_tree_mib"] >= row["cold_peak_mib"]  # with any worker processes
     assert rows[1]["cache_mb"] > rows[0]["cache_mb"]
     assert set(result["fit"]) == set(bench.FITTED)
     assert all(math.isfinite(line["at_target"]) for line in result["fit"].values())
