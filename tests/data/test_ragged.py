@@ -133,6 +133,10 @@ def test_reading_in_chunks_gives_the_mapped_pages_back(tmp_path):
     assert file_rss_mib() - before < 8  # pages mapped around each block's first are given back
     with pytest.raises(ValueError, match="for all rows"):
         texts.subset(np.arange(5)).read(0, 5)
+    sample = texts.subset(np.arange(0, 200_000, 50))  # a row on every page or two
+    assert list(sample) == rows[::50] and file_rss_mib() - before > 30
+    texts.release()
+    assert file_rss_mib() - before < 8 and texts[12_345] == rows[12_345]
 
 
 def file_rss_mib() -> float:

@@ -109,6 +109,12 @@ class _Flat(_Rows):
             self._lengths = lengths if self.selection is None else lengths[self.selection]
         return self._lengths
 
+    def release(self) -> None:
+        """Give back every page of a mapped file read so far (they are read again when
+        needed): after reading rows spread over the whole file, as a random sample is."""
+        if self.mapping is not None and _RELEASE is not None and len(self.mapping):
+            self.mapping.madvise(_RELEASE)
+
     def subset(self, index: np.ndarray) -> Self:
         """The rows `index` (of this sequence), sharing the arrays."""
         index = np.asarray(index, dtype=np.int64)

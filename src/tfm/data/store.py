@@ -6,9 +6,9 @@
    gets exactly the tokenizer it always got; else on a seeded sample of that many pairs (the same
    sample every time), with every character of the whole split in the alphabet, so that no
    training sentence meets `<unk>`.
-3. Encode: the stored sentences, chunk by chunk, with the tokenizer's batch API (all cores) and
-   the shortcuts of `bulk_encoding`, framed as `pipeline.encode_split` frames them and appended
-   to `{src,tgt}.ids`.
+3. Encode: the stored sentences, chunk by chunk, by `bulk_encoding` (the tokenizer's own ids,
+   found faster) on every core for a big corpus (`parallel_encoding`), framed as
+   `pipeline.encode_split` frames them and appended to `{src,tgt}.ids`.
 Each phase shows a progress bar on stderr when it is a terminal. A full disk is a `DataError`
 that says how much space the entry needs; the space is checked before anything is written.
 """
@@ -206,6 +206,8 @@ def _learn(
     index = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, size=sample, replace=False))
     log.info("learning BPE from a sample of %s of the %s training pairs", f"{sample:,}", f"{n:,}")
     src, tgt = (list(texts[side].subset(index)) for side in SIDES)
+    for side in SIDES:
+        texts[side].release()  # the sample's rows are spread over every page of the files
     chars = {side: sorted(c for c in alphabets[side] if not c.isspace()) for side in SIDES}
     return learn(src, tgt, alphabets=chars)
 
