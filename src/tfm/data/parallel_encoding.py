@@ -64,10 +64,9 @@ class Encoding:
         """Each chunk of `size` sentences of `side` in order: its ids one after another (int64),
         and each sentence's number of ids."""
         stem = self.folder / side
-        n = len(RaggedText.open(stem))
-        spans = [(start, min(start + size, n)) for start in range(0, n, size)]
+        texts = RaggedText.open(stem)
+        spans = [(start, min(start + size, len(texts))) for start in range(0, len(texts), size)]
         if self.pool is None:
-            texts = RaggedText.open(stem)
             for start, stop in spans:
                 yield self.encoders[side].encode(texts.read(start, stop))
             return

@@ -191,19 +191,18 @@ class RaggedText(_Flat):
         if self.selection is not None:
             yield from map(self.row, range(len(self)))
             return
-        for block, cuts in self._blocks():
-            data = block.tobytes()
-            yield from (data[a:b].decode("utf-8") for a, b in zip(cuts, cuts[1:]))  # noqa: B905
+        yield from self._decoded(0, len(self))
 
     def read(self, start: int, stop: int) -> list[str]:
         """Rows `start` to `stop` of all rows (not of a subset), read block by block."""
         if self.selection is not None:
             raise ValueError("read() is for all rows, not for a subset")
-        rows = []
-        for block, cuts in self._blocks(start, min(stop, len(self))):
+        return list(self._decoded(start, min(stop, len(self))))
+
+    def _decoded(self, first: int, stop: int) -> Iterator[str]:
+        for block, cuts in self._blocks(first, stop):
             data = block.tobytes()
-            rows += [data[a:b].decode("utf-8") for a, b in zip(cuts, cuts[1:])]  # noqa: B905
-        return rows
+            yield from (data[a:b].decode("utf-8") for a, b in zip(cuts, cuts[1:]))  # noqa: B905
 
     @classmethod
     def open(cls, stem: Path) -> RaggedText:
