@@ -168,8 +168,9 @@ def fits(tok: HfTokenizer) -> bool:
 def classify(tok: HfTokenizer, char: str) -> str:
     """How `tok`'s pre-tokenizer splits `char`: doubled, punctuation comes out as two pieces (the
     first with the space), a digit as one run after a lone space, a word character as one word;
-    anything else (the space marker itself, a newline) is ALONE."""
-    if char in (SPACE, _NEWLINE, " "):
+    anything else (the space marker itself) is ALONE, and so is the newline that separates the
+    texts of a chunk, whatever the pre-tokenizer makes of it."""
+    if char == _NEWLINE:
         return ALONE
     pieces = [piece for piece, _ in tok.pre_tokenizer.pre_tokenize_str(char * 2)]
     kinds = {
