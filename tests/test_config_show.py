@@ -35,14 +35,14 @@ def test_defaults_list_every_key_with_its_description_and_read_back(tmp_path):
 
 
 def test_a_config_and_sets_show_what_training_would_use(tmp_path):
-    result = invoke("config", "show", "--config", TOY, "--set", "train.max_steps=7")
+    result = invoke("config", "show", "--config", TOY, "--set", "train.max_steps=7", "--no-plan")
     assert result.exit_code == 0, result.output
     (tmp_path / "shown.yaml").write_text(result.stdout, encoding="utf-8")
     expected = load_config(TOY, ["train.max_steps=7"])
     assert load_config(tmp_path / "shown.yaml") == expected
     assert "  max_steps: 7  # default: null\n" in result.stdout
     assert "  d_model: 128  # default: 512\n" in result.stdout
-    plain = invoke("config", "show", "--config", TOY, "--no-comments").stdout
+    plain = invoke("config", "show", "--config", TOY, "--no-comments", "--no-plan").stdout
     assert "#" not in plain and "  d_model: 128\n" in plain
 
 

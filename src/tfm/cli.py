@@ -312,12 +312,20 @@ def config_show(
     comments: Annotated[
         bool, typer.Option(help="Each key's description as a comment, and changed defaults.")
     ] = True,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            help="Derive the keys the config leaves unset from the training data, as tfm train "
+            "does (reads and prepares the data), and print the plan first."
+        ),
+    ] = True,
 ) -> None:
     """Print the effective configuration, every key, as YAML that --config reads back."""
     from tfm.config_show import show_config
 
     path = None if config is None else str(config)
-    typer.echo(show_config(path, overrides or [], defaults=defaults, comments=comments), nl=False)
+    shown = show_config(path, overrides or [], defaults=defaults, comments=comments, plan=plan)
+    typer.echo(shown, nl=False)
 
 
 @app.command()
@@ -325,7 +333,10 @@ def config_show(
 def average(
     out: Annotated[Path, typer.Option("--out", help="New run directory for the averaged model.")],
     run: RunOption = None,
-    last: Annotated[int | None, typer.Option(min=1, help="Average the N newest.")] = None,
+    last: Annotated[
+        int | None,
+        typer.Option(min=1, help="Average the N newest (default: the run's train.average_last)."),
+    ] = None,
     best: Annotated[int | None, typer.Option(min=1, help="Average the N best.")] = None,
 ) -> None:
     """Average checkpoints of a run (§6.1) into a new run directory; prints its path."""

@@ -302,7 +302,19 @@ class TrainConfig(StrictModel):
         4000,
         ge=1,
         le=MAX_STEPS,
-        description="Steps of linear warm-up, then decay as 1/sqrt(step) (§5.3).",
+        description="Steps of linear warm-up to the peak learning rate (§5.3).",
+    )
+    schedule: Literal["inverse_sqrt", "cosine"] = Field(
+        "inverse_sqrt",
+        description="Decay after warm-up: inverse_sqrt, as 1/sqrt(step) (§5.3); cosine, from the "
+        "peak down to 5% of it over `decay_steps`, then flat.",
+    )
+    decay_steps: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_STEPS,
+        description="Steps from the end of warm-up to the end of the cosine decay; null: the "
+        "planned training (`max_steps`, else the steps of `max_epochs`).",
     )
     betas: tuple[Beta, Beta] = Field(
         (0.9, 0.98),
@@ -369,6 +381,12 @@ class TrainConfig(StrictModel):
         "files to `run_dir`/tensorboard/, when the `tensorboard` package is installed.",
     )
     keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
+    average_last: int = Field(
+        1,
+        ge=1,
+        description="Newest checkpoints that `tfm average` averages when given neither --last "
+        "nor --best; 1: none.",
+    )
     keep_best: int = Field(1, ge=1, description="Best checkpoints kept, by validation score.")
     max_nonfinite: int = Field(
         5,

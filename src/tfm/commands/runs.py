@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tfm.config import load_config
 from tfm.data.check import check_data
+from tfm.errors import UsageError
 from tfm.rundir.averaging import average_checkpoints
 from tfm.rundir.paths import find_run
 
@@ -20,5 +21,14 @@ def average_run(
     run: str | Path | None, out: Path, *, last: int | None = None, best: int | None = None
 ) -> Path:
     """The `last` newest or `best` best checkpoints of the run (default: the last one trained
-    here) averaged (§6.1) into the new run directory `out`, which is returned."""
-    return average_checkpoints(find_run(run), out, last=last, best=best)
+    here) averaged (§6.1) into the new run directory `out`, which is returned. With neither, the
+    newest `train.average_last` of the run's config (its plan)."""
+    paths = find_run(run)
+    if last is None and best is None:
+        last = load_config(paths.config, stored=True).train.average_last
+        if last < 2:
+            raise UsageError(
+                f"{paths.config} plans no averaging (train.average_last: {last}); "
+                "give --last N or --best N"
+            )
+    return average_checkpoints(paths, out, last=last, best=best)

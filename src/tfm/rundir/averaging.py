@@ -37,7 +37,9 @@ def average_checkpoints(
     if len(chosen) < count:
         raise UsageError(
             f"{paths.checkpoints} holds {len(chosen)} usable checkpoint(s), fewer than {count}; "
-            "train with a larger train.keep_last / train.keep_best"
+            "a run has one at each validation and every train.checkpoint_every steps, of which "
+            "it keeps train.keep_last (and train.keep_best best): train with checkpoints close "
+            "together at the end (or leave these keys to the recipe)"
         )
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} already exists; choose a new directory for the averaged model")

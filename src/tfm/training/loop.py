@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from tfm.config import Config, TrainConfig
 from tfm.device import peak_memory_mib
+from tfm.recipe.checks import check_settings
 from tfm.training.data_parallel import DataParallel, steps_in_epoch
 from tfm.training.distributed import open_session_everywhere, process_group
 from tfm.training.progress import TrainingProgress
@@ -64,6 +65,9 @@ def train(
 
 def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> TrainResult:
     planned = _planned_steps(session, parallel)
+    if parallel.is_main and session.resumed_from is None:
+        for warning in check_settings(session.config, planned):
+            log.warning("%s", warning)
     bar = TrainingProgress(
         total=planned, initial=session.progress.step, enabled=progress_bar and parallel.is_main
     )

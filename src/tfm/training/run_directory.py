@@ -20,6 +20,7 @@ from pathlib import Path
 from tfm.config import Config, load_config, to_yaml
 from tfm.data.tokenizer import FILE_NAME as TOKENIZER_FILE
 from tfm.errors import ConfigError, UsageError
+from tfm.recipe.plan import with_stored_plan
 from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.lock import LOCK_FILE, remove_run_files
 from tfm.rundir.metrics import read_metrics, truncate_metrics
@@ -112,7 +113,7 @@ def finished_run(config: Config) -> str | None:
         stored = load_config(paths.config, stored=True)
     except ConfigError:
         return None
-    if _what_is_trained(stored) != _what_is_trained(config):
+    if _what_is_trained(stored) != _what_is_trained(with_stored_plan(config, stored)):
         return None
     latest = _latest_checkpoint(paths)
     if latest is None:

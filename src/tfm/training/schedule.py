@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from tfm.config import Config
@@ -14,10 +16,43 @@ def peak_learning_rate(config: Config) -> float:
     return config.model.d_model**-0.5 * config.train.warmup_steps**-0.5
 
 
-def learning_rate(step: int, *, peak: float, warmup_steps: int) -> float:
-    """Eq. (3) of §5.3, scaled to `peak`: linear warm-up, then inverse square root. `step` ≥ 1."""
+FLOOR = 0.05  # the cosine decay ends at this share of the peak
+
+
+def learning_rate(
+    step: int,
+    *,
+    peak: float,
+    warmup_steps: int,
+    schedule: str = "inverse_sqrt",
+    decay_steps: int | None = None,
+) -> float:
+    """The rate at `step` ≥ 1: linear warm-up to `peak`, then eq. (3) of §5.3 (inverse square
+    root, scaled to `peak`) or a cosine from `peak` down to `FLOOR` · `peak` over `decay_steps`
+    steps after warm-up, flat after them.
+
+    Deviation from §5.3: the cosine decay (Loshchilov & Hutter, 2017) is not in the paper; it
+    brings the rate low by the planned end of a short run, which inverse square root never does.
+    """
     step = max(step, 1)
-    return peak * min(step / warmup_steps, (warmup_steps / step) ** 0.5)
+    if step <= warmup_steps or schedule == "inverse_sqrt":
+        return peak * min(step / warmup_steps, (warmup_steps / step) ** 0.5)
+    if decay_steps is None:
+        raise ValueError("the cosine schedule needs train.decay_steps (the recipe sets it)")
+    done = min((step - warmup_steps) / decay_steps, 1.0)
+    return peak * (FLOOR + (1 - FLOOR) * 0.5 * (1 + math.cos(math.pi * done)))
+
+
+def rate_at(step: int, config: Config) -> float:
+    """The learning rate of optimizer step `step` under `config`'s schedule."""
+    t = config.train
+    return learning_rate(
+        step,
+        peak=peak_learning_rate(config),
+        warmup_steps=t.warmup_steps,
+        schedule=t.schedule,
+        decay_steps=t.decay_steps,
+    )
 
 
 def build_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW:
@@ -30,7 +65,7 @@ def build_optimizer(model: torch.nn.Module, config: Config) -> torch.optim.AdamW
     device = next(model.parameters()).device
     return torch.optim.AdamW(
         model.parameters(),
-        lr=learning_rate(1, peak=peak_learning_rate(config), warmup_steps=t.warmup_steps),
+        lr=rate_at(1, config),
         betas=t.betas,
         eps=t.eps,
         weight_decay=t.weight_decay,

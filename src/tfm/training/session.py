@@ -13,13 +13,14 @@ from pathlib import Path
 
 import torch
 
-from tfm.config import Config
+from tfm.config import Config, load_config, without_removed_keys
 from tfm.data.cache import training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, resolve_precision, select_device
 from tfm.errors import UsageError
+from tfm.recipe.plan import plan_run, with_stored_plan
 from tfm.rundir.metrics import append_event
 from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
@@ -178,6 +179,26 @@ def model_args(config: Config, tokenizer: Tokenizer) -> ModelArgs:
     )
 
 
+def _with_plan(
+    config: Config,
+    paths: RunPaths,
+    checkpoint: LoadedCheckpoint | None,
+    device: torch.device,
+    dtype: torch.dtype,
+    tokenizer: Tokenizer | None,
+) -> Config:
+    """`config` with the keys it leaves unset planned from the data (`tfm.recipe`), or, for a
+    run that goes on (a resume, or process > 0 under torchrun), taken from its stored config."""
+    if checkpoint is not None:
+        stored = Config.model_validate(without_removed_keys(checkpoint.state["config"]))
+        return with_stored_plan(config, stored)
+    if tokenizer is not None:  # process > 0: process 0 has planned and written config.yaml
+        return with_stored_plan(config, load_config(paths.config, stored=True))
+    planned, plan = plan_run(config, device=device, dtype=dtype)
+    plan.log()
+    return planned
+
+
 def open_session(
     config: Config, *, resume: bool, overwrite: bool, rank: int = 0, world_size: int = 1
 ) -> Session:
@@ -194,6 +215,7 @@ def open_session(
     use_threads(config.train.threads)
     dtype = resolve_precision(config.train.precision, device)
     tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
+    config = _with_plan(config, paths, checkpoint, device, dtype, tokenizer)
     splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
     if not checkpoint and writer:  # config, device and data are good: now the directory
         create_run_dir(paths, config)

@@ -25,7 +25,7 @@ from tfm.data.tokenizer import PAD_ID
 from tfm.errors import TrainingError
 from tfm.loss import projected_loss_sum
 from tfm.training.data_parallel import DataParallel
-from tfm.training.schedule import learning_rate, peak_learning_rate
+from tfm.training.schedule import rate_at
 from tfm.training.session import Session
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def optimizer_step(
     cfg, p, model, optimizer = session.config, session.progress, session.model, session.optimizer
     p.step += 1
     parallel.begin_step(p.step)
-    lr = learning_rate(p.step, peak=peak_learning_rate(cfg), warmup_steps=cfg.train.warmup_steps)
+    lr = rate_at(p.step, cfg)
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
     n_tokens = parallel.sum(sum(b.n_tgt_tokens for b in batches))

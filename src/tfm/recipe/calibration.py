@@ -1,0 +1,119 @@
+"""Timing a model shape on this device before training, for a plan under a time budget.
+
+A few optimizer steps of the shape on real training batches give its step time; greedy decoding
+of a sample of the validation split, each sentence held to its reference's length (an untrained
+model rarely stops by itself), gives a validation's time. The global random state is left as it
+was, so a run planned with a clock trains as one planned without.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from tfm.data.batching import EpochData, TokenBatchSampler, pad
+from tfm.data.pipeline import EncodedSplit
+from tfm.data.ragged import lengths_of
+from tfm.data.tokenizer import PAD_ID
+from tfm.device import autocast
+from tfm.loss import projected_loss_sum
+from tfm.recipe.ladder import Shape
+from tfm.transformer import ModelArgs, Transformer, build_model, greedy_decode
+
+TIMED_STEPS = 3  # after one untimed step (allocations, first-call costs)
+SAMPLE = 48  # validation sentences decoded to time a validation
+
+
+@dataclass
+class Calibration:
+    """A `Clock` (derive.py) that times shapes on `device` with the training split's batches
+    and a sample of the validation split (loaded only if a validation is timed)."""
+
+    train: EncodedSplit
+    validation: Callable[[], EncodedSplit]
+    vocab_size: int
+    device: torch.device
+    dtype: torch.dtype
+    max_len: int
+    _steps: dict = field(default_factory=dict)
+    _validations: dict = field(default_factory=dict)
+
+    def step_seconds(self, shape: Shape, max_tokens: int) -> float:
+        """The median seconds of a training step of `shape` with batches of `max_tokens`."""
+        key = (shape, max_tokens)
+        if key not in self._steps:
+            with torch.random.fork_rng(devices=[]):
+                self._steps[key] = self._time_steps(shape, max_tokens)
+        return self._steps[key]
+
+    def validation_seconds(self, shape: Shape) -> float:
+        """The seconds greedy decoding of the whole validation split takes with `shape`."""
+        if shape not in self._validations:
+            with torch.random.fork_rng(devices=[]):
+                self._validations[shape] = self._time_validation(shape)
+        return self._validations[shape]
+
+    def _model(self, shape: Shape) -> Transformer:
+        torch.manual_seed(0)
+        args = ModelArgs(
+            src_vocab_size=self.vocab_size,
+            tgt_vocab_size=self.vocab_size,
+            share_embeddings=True,
+            max_len=self.max_len,
+            pad_id=PAD_ID,
+            d_model=shape.d_model,
+            n_heads=shape.n_heads,
+            n_encoder_layers=shape.n_encoder_layers,
+            n_decoder_layers=shape.n_decoder_layers,
+            d_ff=shape.d_ff,
+        )
+        return build_model(args).to(self.device)
+
+    def _time_steps(self, shape: Shape, max_tokens: int) -> float:
+        model = self._model(shape)
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=1e-4, fused=self.device.type in ("cpu", "cuda")
+        )
+        split = self.train
+        sampler = TokenBatchSampler(
+            lengths_of(split.src), lengths_of(split.tgt), max_tokens=max_tokens, seed=0
+        )
+        batches = sampler.epoch(0)[: TIMED_STEPS + 1]
+        data = EpochData(src=split.src, tgt=split.tgt, batches=batches)
+        model.train()
+        times = []
+        for indices in batches:
+            batch = data.batch(indices).to(self.device)
+            started = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            real = batch.tgt_out != PAD_ID
+            with autocast(self.device, self.dtype):
+                hidden = model(batch.src, batch.tgt_in, keep=real, project=False)
+                loss = projected_loss_sum(
+                    hidden, model.output_projection.weight, batch.tgt_out[real],
+                    label_smoothing=0.1,
+                )  # fmt: skip
+            loss.backward()
+            optimizer.step()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - started)
+        timed = sorted(times[1:]) or times
+        return timed[len(timed) // 2]
+
+    def _time_validation(self, shape: Shape) -> float:
+        model = self._model(shape)
+        model.eval()
+        split = self.validation()
+        n = min(len(split), SAMPLE)
+        if not n:
+            return 0.0
+        src = pad([list(split.src[i]) for i in range(n)], PAD_ID).to(self.device)
+        longest = max(len(split.tgt[i]) for i in range(n))
+        started = time.perf_counter()
+        with torch.inference_mode(), autocast(self.device, self.dtype):
+            greedy_decode(model, src, max_len_a=0.0, max_len_b=longest)
+        return (time.perf_counter() - started) * len(split) / n

@@ -1,0 +1,70 @@
+"""The model shapes a recipe chooses from, smallest first, and what each costs.
+
+Every rung is an encoder–decoder of §3 with shared embeddings; the first two are the small
+models that small corpora and short CPU budgets train best, the third the 7.6M model of the
+Multi30k recipes, the last the paper's base model (Table 3). A corpus may take a rung only when
+it has enough target tokens for the rung's weights (`TOKENS_PER_WEIGHT`): a model far larger than
+its data learns it by heart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TOKENS_PER_WEIGHT = 0.05  # a rung needs 1 target token per 20 weights outside the embeddings
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One rung: the model section's shape keys."""
+
+    name: str
+    d_model: int
+    n_heads: int
+    n_encoder_layers: int
+    n_decoder_layers: int
+    d_ff: int
+
+    def weights(self) -> int:
+        """Weights outside the embeddings: per encoder layer, self-attention (4 D²) and the
+        feed-forward block (2 D F); per decoder layer, cross-attention too (4 D² more)."""
+        d, f = self.d_model, self.d_ff
+        encoder = 4 * d * d + 2 * d * f
+        decoder = 8 * d * d + 2 * d * f
+        return self.n_encoder_layers * encoder + self.n_decoder_layers * decoder
+
+    def parameters(self, vocab_size: int) -> int:
+        """All parameters with one shared embedding table of `vocab_size` rows."""
+        return self.weights() + vocab_size * self.d_model
+
+    def describe(self) -> str:
+        return (
+            f"{self.name} (d_model {self.d_model}, {self.n_heads} heads, "
+            f"{self.n_encoder_layers}+{self.n_decoder_layers} layers, d_ff {self.d_ff})"
+        )
+
+    def keys(self) -> dict[str, int]:
+        return {
+            "d_model": self.d_model,
+            "n_heads": self.n_heads,
+            "n_encoder_layers": self.n_encoder_layers,
+            "n_decoder_layers": self.n_decoder_layers,
+            "d_ff": self.d_ff,
+        }
+
+
+LADDER = (
+    Shape("xs", 128, 4, 2, 2, 512),
+    Shape("s", 128, 4, 3, 3, 512),
+    Shape("m", 256, 8, 3, 3, 1024),
+    Shape("l", 384, 6, 4, 4, 1536),
+    Shape("base", 512, 8, 6, 6, 2048),
+)
+
+
+def largest_for(tgt_tokens: int) -> int:
+    """The index of the largest rung the corpus has enough target tokens for (at least 0)."""
+    fits = [
+        i for i, shape in enumerate(LADDER) if shape.weights() * TOKENS_PER_WEIGHT <= tgt_tokens
+    ]
+    return fits[-1] if fits else 0

@@ -1,0 +1,217 @@
+"""A run's recipe: every training setting the config leaves unset, derived from its data.
+
+    config, plan = plan_run(config, device=device, dtype=dtype)
+    plan.lines          # what was measured and chosen, for the start log and `tfm config show`
+    plan.warnings       # settings that cannot work as given, each with its remedy
+
+The training corpus is measured as it is prepared: its raw pairs first (the BPE vocabulary
+size is chosen from them), then its encoded split, which the data cache keeps for training.
+The rules are in `derive.py`. The returned config sets every key, so a run's config.yaml
+holds the plan, and a resumed run, or a second process under torchrun, takes its plan from
+there (`with_stored_plan`) rather than deriving it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+
+import torch
+
+from tfm.config import Config
+from tfm.data.batching import TokenBatchSampler
+from tfm.data.cache import prepared_entry
+from tfm.data.pipeline import EncodedSplit, load_texts, prepare_splits
+from tfm.data.ragged import lengths_of
+from tfm.data.tokenizer import Tokenizer
+from tfm.errors import ConfigError
+from tfm.recipe.calibration import Calibration
+from tfm.recipe.checks import check_texts
+from tfm.recipe.derive import RECIPE_KEYS, Settings, derive, vocab_size
+from tfm.recipe.fingerprint import TextFigures, TokenFigures, measure_texts, measure_tokens
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Plan:
+    """What the recipe measured and chose (`lines`), which keys it derived (`derived`, dotted),
+    and the warnings about settings that cannot work."""
+
+    lines: list[str] = field(default_factory=list)
+    steps: int | None = None  # the planned training steps, when derived
+    derived: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def log(self) -> None:
+        if self.lines:
+            log.info("recipe from the data:\n%s", "\n".join(f"  {line}" for line in self.lines))
+        for warning in self.warnings:
+            log.warning("%s", warning)
+
+
+def given_keys(config: Config) -> dict[str, dict]:
+    """The recipe keys `config` sets itself, by section: those its file or --set gave (a value
+    equal to the default counts as given)."""
+    given: dict[str, dict] = {}
+    for section, keys in RECIPE_KEYS.items():
+        part = getattr(config, section)
+        given[section] = {k: getattr(part, k) for k in keys if k in part.model_fields_set}
+    return given
+
+
+def unset_keys(config: Config) -> list[str]:
+    """The recipe keys `config` leaves to the recipe, dotted."""
+    given = given_keys(config)
+    return [f"{s}.{k}" for s, keys in RECIPE_KEYS.items() for k in keys if k not in given[s]]
+
+
+def with_values(config: Config, values: dict[str, dict]) -> Config:
+    """`config` with `values` (section → key → value) set; every key then counts as given."""
+    data = config.model_dump(mode="json")
+    for section, keys in values.items():
+        data[section].update(keys)
+    return Config.model_validate(data)
+
+
+def with_stored_plan(config: Config, stored: Config) -> Config:
+    """`config` with the keys it leaves unset taken from `stored`, the resolved config of the
+    run it continues (a resumed run keeps its plan)."""
+    values: dict[str, dict] = {}
+    for dotted in unset_keys(config):
+        section, key = dotted.split(".")
+        values.setdefault(section, {})[key] = getattr(getattr(stored, section), key)
+    return with_values(config, values)
+
+
+def plan_run(
+    config: Config,
+    *,
+    device: torch.device,
+    dtype: torch.dtype,
+    tokenizer: Tokenizer | None = None,
+) -> tuple[Config, Plan]:
+    """The config with every unset recipe key derived, and the plan (module docstring). The
+    training split is prepared in the data cache on the way (training then maps it)."""
+    plan = Plan(derived=unset_keys(config))
+    settings = Settings(given=given_keys(config))
+    texts = _measure_texts(config) if plan.derived else None
+    if texts is not None:
+        plan.warnings += check_texts(texts, config)
+        settings.set("tokenizer", "vocab_size", vocab_size(texts))
+        plan.lines.append(_describe_texts(texts, config))
+    sized = with_values(config, settings.derived)
+    if plan.derived:
+        train = prepared_entry(sized, tokenizer=tokenizer, announce=False).split(
+            max_length=config.data.max_length
+        )
+        tokens = measure_tokens(lengths_of(train.src), lengths_of(train.tgt))
+        plan.lines.append(_describe_tokens(tokens, sized))
+        derive(
+            settings,
+            texts,  # type: ignore[arg-type]
+            tokens,
+            batches_per_epoch=_batches_per_epoch(train, config.train.seed),
+            gpu=device.type == "cuda",
+            minutes=config.train.max_minutes,
+            clock=_clock(sized, train, device, dtype) if config.train.max_minutes else None,
+        )
+        plan.lines += settings.lines
+        plan.steps = settings.steps
+        plan.lines.append(_derived_line(settings))
+        plan.warnings += settings.warnings
+    return with_values(config, settings.derived), plan
+
+
+def _measure_texts(config: Config) -> TextFigures:
+    src, tgt, _ = load_texts(config.data, "train")
+    if not src:
+        raise ConfigError("data.train: no sentence pairs to derive a recipe from")
+    return measure_texts(src, tgt)
+
+
+def _batches_per_epoch(train: EncodedSplit, seed: int) -> Callable[[int], int]:
+    src, tgt = lengths_of(train.src), lengths_of(train.tgt)
+
+    @cache
+    def count(max_tokens: int) -> int:
+        return len(TokenBatchSampler(src, tgt, max_tokens=max_tokens, seed=seed))
+
+    return count
+
+
+def _clock(
+    config: Config, train: EncodedSplit, device: torch.device, dtype: torch.dtype
+) -> Calibration:
+    tokenizer_holder: dict[str, EncodedSplit] = {}
+
+    def validation() -> EncodedSplit:
+        if "split" not in tokenizer_holder:
+            tokenizer = prepared_entry(config, announce=False).tokenizer()
+            splits, _ = prepare_splits(
+                config.data, config.tokenizer, ("validation",), tokenizer=tokenizer
+            )
+            tokenizer_holder["split"] = splits["validation"]
+        return tokenizer_holder["split"]
+
+    return Calibration(
+        train=train,
+        validation=validation,
+        vocab_size=config.tokenizer.vocab_size,
+        device=device,
+        dtype=dtype,
+        max_len=config.model.max_len,
+    )
+
+
+def _describe_texts(texts: TextFigures, config: Config) -> str:
+    d = config.data
+    return (
+        f"corpus {d.src_lang}→{d.tgt_lang}: {texts.pairs:,} pairs; words a sentence "
+        f"{texts.src.words:.1f} / {texts.tgt.words:.1f}, scripts {texts.src.script.lower()} / "
+        f"{texts.tgt.script.lower()}, {texts.types:,} word types, "
+        f"{texts.distinct_chars:,} distinct characters"
+    )
+
+
+def _describe_tokens(tokens: TokenFigures, config: Config) -> str:
+    return (
+        f"BPE {config.tokenizer.vocab_size:,}: tokens a sentence {tokens.src_mean:.1f} / "
+        f"{tokens.tgt_mean:.1f} (95th percentile {tokens.src_p95:.0f} / {tokens.tgt_p95:.0f}), "
+        f"{tokens.tgt_tokens:,} target tokens"
+    )
+
+
+def _derived_line(settings: Settings) -> str:
+    t = settings
+    lr, warm = t.get("train", "lr"), t.get("train", "warmup_steps")
+    schedule = t.get("train", "schedule") or "inverse_sqrt"
+    return (
+        f"dropout {t.get('model', 'dropout')}, "
+        f"label smoothing {t.get('train', 'label_smoothing')}, "
+        f"peak rate {lr} after {warm} warm-up steps, {schedule} decay; validate every "
+        f"{t.get('train', 'validate_every')} steps (patience {t.get('train', 'patience')}), "
+        f"checkpoint every {t.get('train', 'checkpoint_every')}, average the last "
+        f"{t.get('train', 'average_last')}, beam {t.get('decoding', 'beam_size')}"
+    )
+
+
+def planned_here(config: Config) -> tuple[Config, list[str]]:
+    """What `tfm train` would plan for `config` on this machine, without training: the resolved
+    config, and the plan's lines and warnings (with those about the resolved settings)."""
+    from tfm.device import resolve_precision, select_device
+    from tfm.recipe.checks import check_settings
+    from tfm.threads import use_threads
+
+    if not unset_keys(config):
+        return config, []
+    device = select_device(config.train.device)
+    use_threads(config.train.threads)
+    resolved, plan = plan_run(
+        config, device=device, dtype=resolve_precision(config.train.precision, device)
+    )
+    warnings = plan.warnings + check_settings(resolved, plan.steps)
+    lines = ["recipe from the data:", *(f"  {line}" for line in plan.lines)]
+    return resolved, lines + [f"warning: {warning}" for warning in warnings]

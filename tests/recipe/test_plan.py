@@ -1,0 +1,134 @@
+"""A data-only config trained end to end: the plan is derived from the measured corpus, logged,
+written to the run's config.yaml, shown by `tfm config show` without training, kept when the
+run resumes, and never overrides what the config sets."""
+
+import logging
+
+import yaml
+from typer.testing import CliRunner
+
+from tfm.cli import app
+from tfm.config import Config, load_config
+from tfm.recipe.fingerprint import measure_texts
+from tfm.recipe.plan import unset_keys
+
+DATA_ONLY = {
+    "data": {"toy": {"n_train": 400, "n_validation": 8, "n_test": 8, "seed": 2}},
+    "train": {"max_steps": 4, "threads": 1, "tensorboard": False},
+}
+
+
+def config_file(folder, **sections) -> str:
+    settings = {"run_dir": str(folder / "run"), **DATA_ONLY, **sections}
+    path = folder / "run.yaml"
+    path.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    return str(path)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_a_data_only_config_trains_with_the_plan_it_logs_and_stores(tmp_path, caplog):
+    config = config_file(tmp_path)
+    assert len(unset_keys(load_config(config))) == 20  # every recipe key but train.max_steps
+    with caplog.at_level(logging.INFO):
+        result = invoke("train", "--config", config, "--no-progress")
+    assert result.exit_code == 0, result.output
+    log = caplog.text
+    assert "recipe from the data:" in log
+    assert "corpus en→de: 400 pairs; words a sentence" in log
+    stored = load_config(tmp_path / "run" / "config.yaml")
+    assert f"BPE {stored.tokenizer.vocab_size:,}: tokens a sentence" in log
+    assert stored.tokenizer.vocab_size == 1000  # the toy's few hundred word types: the floor
+    assert (stored.model.d_model, stored.model.n_encoder_layers) == (128, 2)  # the xs rung
+    assert stored.train.max_steps == 4 and stored.train.schedule == "cosine"
+    assert stored.train.decay_steps == 4 - stored.train.warmup_steps
+    assert stored.decoding.beam_size == 5
+    assert unset_keys(stored) == []  # the stored config sets every key: the plan is in it
+
+
+def test_config_show_prints_the_plan_training_would_use(tmp_path):
+    config = config_file(tmp_path)
+    shown = invoke("config", "show", "--config", config)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith("# recipe from the data:\n#   corpus en→de: 400 pairs")
+    (tmp_path / "shown.yaml").write_text(shown.stdout, encoding="utf-8")
+    result = invoke("train", "--config", config, "--no-progress")
+    assert result.exit_code == 0, result.output
+    trained = load_config(tmp_path / "run" / "config.yaml")
+    assert load_config(tmp_path / "shown.yaml") == trained
+
+
+def test_keys_the_config_sets_win_over_the_recipe(tmp_path):
+    config = config_file(
+        tmp_path,
+        tokenizer={"vocab_size": 300},
+        model={"d_model": 32, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1},
+    )
+    result = invoke("train", "--config", config, "--no-progress", "--set", "train.lr=0.003")
+    assert result.exit_code == 0, result.output
+    stored = load_config(tmp_path / "run" / "config.yaml")
+    assert stored.tokenizer.vocab_size == 300 and stored.train.lr == 0.003
+    assert (stored.model.d_model, stored.model.n_heads, stored.model.n_encoder_layers) == (32, 2, 1)
+    assert stored.model.d_ff == 128  # not given: 4 · the given d_model
+
+
+def test_a_resumed_run_keeps_its_plan_and_a_finished_one_is_recognised(tmp_path, caplog):
+    config = config_file(tmp_path)
+    assert invoke("train", "--config", config, "--no-progress").exit_code == 0
+    first = load_config(tmp_path / "run" / "config.yaml")
+    again = invoke("train", "--config", config, "--no-progress")
+    assert again.exit_code == 0 and "already trained with this config" in again.stderr
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        resumed = invoke(
+            "train", "--config", config, "--resume", "--no-progress", "--set", "train.max_steps=6"
+        )
+    assert resumed.exit_code == 0, resumed.output
+    assert "recipe from the data" not in caplog.text  # the stored plan, not a new one
+    second = load_config(tmp_path / "run" / "config.yaml")
+    assert second.train.max_steps == 6
+    same = {k: v for k, v in second.model_dump()["train"].items() if k != "max_steps"}
+    assert same == {k: v for k, v in first.model_dump()["train"].items() if k != "max_steps"}
+    assert second.model == first.model and second.tokenizer == first.tokenizer
+
+
+def test_a_tiny_corpus_and_identical_sides_are_named_at_start(tmp_path, caplog):
+    config = config_file(tmp_path, data={"toy": {"n_train": 120, "n_validation": 4, "n_test": 4}})
+    with caplog.at_level(logging.WARNING):
+        result = invoke("train", "--config", config, "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "data.train: only 120 sentence pairs, too few to learn translation from" in caplog.text
+    figures = measure_texts(["same", "same", "other"], ["same", "same", "andere"])
+    assert round(figures.identical, 2) == 0.67
+
+
+def test_unspaced_scripts_count_characters_as_words():
+    figures = measure_texts(["I see a cat."], ["猫が見える。"])
+    assert figures.tgt.unspaced and not figures.src.unspaced
+    assert figures.tgt.words == 5  # 猫 が 見 え る: five characters of CJK and hiragana
+    assert figures.src.words == 4 and figures.tgt.script in ("CJK", "HIRAGANA")
+
+
+def test_the_defaults_config_has_every_recipe_key_unset():
+    assert len(unset_keys(Config())) == 21
+
+
+def test_tfm_average_averages_the_planned_checkpoints_by_default(tmp_path, caplog):
+    config = config_file(tmp_path)
+    result = invoke("train", "--config", config, "--no-progress", "--set", "train.max_steps=20")
+    assert result.exit_code == 0, result.output
+    stored = load_config(tmp_path / "run" / "config.yaml")
+    assert stored.train.average_last == 5 and stored.train.checkpoint_every == 1
+    with caplog.at_level(logging.INFO):
+        averaged = invoke("average", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "a"))
+    assert averaged.exit_code == 0, averaged.output
+    assert "averaged 5 checkpoints (step-00000016.pt, step-00000017.pt" in caplog.text
+    short = config_file(tmp_path / "short") if (tmp_path / "short").mkdir() is None else None
+    assert invoke("train", "--config", short, "--no-progress").exit_code == 0
+    refused = invoke(
+        "average", "--run", str(tmp_path / "short" / "run"), "--out", str(tmp_path / "b")
+    )
+    assert refused.exit_code == 2
+    assert "plans no averaging (train.average_last: 1); give --last N or --best N" in refused.stderr
