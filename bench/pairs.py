@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python bench/pairs.py                           # six Tatoeba pairs, derived
     PYTHONPATH=src python bench/pairs.py --pairs en-fr en-tr --variants derived example wide
-    PYTHONPATH=src python bench/pairs.py --quick                   # two tiny toy pairs (tests)
+    PYTHONPATH=src python bench/pairs.py --quick                   # a tiny toy pair (tests)
 
 Every run starts from a data-only config (run_dir and data: the recipe plans the rest) with
 the same budget, `train.max_minutes` (default 15, validation included) on `--threads` threads
@@ -188,8 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.data, args.pairs, args.minutes = (
             str(toy_pairs(folder / "data")),
-            ["en-de", "en-nl"],
-            0.1,
+            ["en-de"],
+            0.05,
         )
     jobs = [(pair, variant) for pair in args.pairs for variant in args.variants]
     rows: list[dict] = []

@@ -22,6 +22,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from tfm.config import SPLITS, Config
+from tfm.recipe.derive import RECIPE_KEYS
+
+_RECIPE = {f"{section}.{key}" for section, keys in RECIPE_KEYS.items() for key in keys}
 
 COMMAND = "python -m tfm.config_reference > docs/configuration.md"
 
@@ -188,6 +191,12 @@ def render(root: type[BaseModel] = Config) -> str:
         "defaults. One key can be set on the command line too: `tfm train --config FILE --set "
         "train.max_steps=600`. An unknown key, a wrong type or a value out of range is an error "
         "that names the key. `null` is YAML's empty value (none, off).",
+        "",
+        "A default marked *recipe* is derived from the training data when a config leaves the "
+        "key unset (`src/tfm/recipe/`): vocabulary, model shape, batch, learning rate and "
+        "schedule, training length, validation and checkpoint cadence, averaging and beam. "
+        "The value after it is the schema's, used where no plan is made. `tfm config show "
+        "--config FILE` prints the plan, and a run's config.yaml holds it.",
     ]
     for section in sections(root):
         lines += ["", *_render_section(section)]
@@ -209,6 +218,8 @@ def _render_section(section: Section) -> list[str]:
         default = (
             f"`{key.default}`" if key.default else ("required" if key.type != "section" else "")
         )
+        if key.path in _RECIPE:
+            default = f"*recipe* (else {default})"
         allowed = "; ".join(filter(None, [", ".join(f"`{c}`" for c in key.choices), key.bounds]))
         cells = [f"`{key.path}`", key.type, default, allowed, key.description]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")

@@ -74,7 +74,8 @@ def test_rate_warmup_and_decay_follow_the_planned_steps():
     assert t["warmup_steps"] == warmup(steps) == round(0.08 * steps)
     assert t["schedule"] == "cosine" and t["decay_steps"] == steps - t["warmup_steps"]
     assert t["lr"] == peak_rate(settings.get("model", "d_model"))
-    assert peak_rate(256) == 1e-3 and peak_rate(512) == pytest.approx(7.1e-4)
+    assert peak_rate(256) == 1e-3 and peak_rate(512) == 5e-4 and peak_rate(128) == 2e-3
+    assert (warmup(100), warmup(1000), warmup(10_000), warmup(10**6)) == (25, 150, 800, 4000)
     assert t["validate_every"] == math.ceil(steps / 8)
 
 

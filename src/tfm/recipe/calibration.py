@@ -23,7 +23,8 @@ from tfm.loss import projected_loss_sum
 from tfm.recipe.ladder import Shape
 from tfm.transformer import ModelArgs, Transformer, build_model, greedy_decode
 
-TIMED_STEPS = 3  # after one untimed step (allocations, first-call costs)
+UNTIMED_STEPS = 2  # first: allocations and first-call costs
+TIMED_STEPS = 5  # the fastest of these is the step's time: a busy moment only slows a step
 SAMPLE = 48  # validation sentences decoded to time a validation
 
 
@@ -42,7 +43,8 @@ class Calibration:
     _validations: dict = field(default_factory=dict)
 
     def step_seconds(self, shape: Shape, max_tokens: int) -> float:
-        """The median seconds of a training step of `shape` with batches of `max_tokens`."""
+        """The seconds of a training step of `shape` with batches of `max_tokens`: the fastest
+        of `TIMED_STEPS`, since other work on the machine can only make a step slower."""
         key = (shape, max_tokens)
         if key not in self._steps:
             with torch.random.fork_rng(devices=[]):
@@ -81,7 +83,7 @@ class Calibration:
         sampler = TokenBatchSampler(
             lengths_of(split.src), lengths_of(split.tgt), max_tokens=max_tokens, seed=0
         )
-        batches = sampler.epoch(0)[: TIMED_STEPS + 1]
+        batches = sampler.epoch(0)[: UNTIMED_STEPS + TIMED_STEPS]
         data = EpochData(src=split.src, tgt=split.tgt, batches=batches)
         model.train()
         times = []
@@ -101,8 +103,7 @@ class Calibration:
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - started)
-        timed = sorted(times[1:]) or times
-        return timed[len(timed) // 2]
+        return min(times[UNTIMED_STEPS:] or times)
 
     def _time_validation(self, shape: Shape) -> float:
         model = self._model(shape)
