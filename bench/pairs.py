@@ -109,10 +109,11 @@ def run(pair: str, variant: str, args: argparse.Namespace, folder: Path) -> dict
     minutes = (time.monotonic() - started) / 60  # planning and data preparation included
     planned = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
     scored = run_dir
-    if planned["train"]["average_last"] > 1:
+    # A run the clock stopped early may hold fewer checkpoints than its plan averages.
+    last = min(planned["train"]["average_last"], len(list((run_dir / "checkpoints").glob("*.pt"))))
+    if last > 1:
         averaged = folder / f"{pair}-{variant}-avg"
-        last = str(planned["train"]["average_last"])
-        tfm("average", "--run", str(run_dir), "--last", last, "--out", str(averaged), log=log)
+        tfm("average", "--run", str(run_dir), "--last", str(last), "--out", str(averaged), log=log)
         scored = averaged
     scores = json.loads(tfm("eval", "--run", str(scored), "--json", log=log))
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").open(encoding="utf-8")]
