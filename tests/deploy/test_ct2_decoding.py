@@ -5,6 +5,7 @@ texts, and exactly the same per-token log-probabilities for every architecture o
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,26 +14,16 @@ import torch
 import tfm
 from tfm.config import load_config
 from tfm.data.tokenizer import BOS_ID, EOS_ID
-from tfm.prediction.settings import DecodeSettings
-from tfm.prediction.translate import (
-    translate_ids,
-    translate_nbest_ids,
-    translate_texts,
-    translate_texts_nbest,
-)
+from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.translate import translate_ids, translate_nbest_ids
+from tfm.prediction.translator import open_translator
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import find_run
 from tfm.training import train
 
 pytest.importorskip("ctranslate2")
 
-from tfm.deploy import (  # noqa: E402
-    export_run,
-    open_export,
-    search_settings,
-    translate_nbest_with_ctranslate2,
-    translate_with_ctranslate2,
-)
+from tfm.deploy import export_run, open_export  # noqa: E402
 from tfm.deploy import translate_nbest_ids as ct2_nbest_ids  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -66,8 +57,8 @@ def test_greedy_gives_tfms_token_ids_on_held_out_sentences(toy_model, held_out, 
     _, sources = held_out
     ours = translate_ids(toy_model.model, sources, settings_of(toy_model, 1))
     model = open_export(exported)
-    found = ct2_nbest_ids(model, sources, search_settings(model, beam_size=1), with_scores=False)
-    theirs = [hypotheses[0].tokens for hypotheses in found]
+    found = ct2_nbest_ids(model, sources, settings_of(toy_model, 1), with_scores=False)
+    theirs = [hypotheses[0][0] for hypotheses in found]
     assert len({tuple(ids) for ids in ours}) > 150  # real, varied sentences
     assert sum(map(len, ours)) / len(ours) > 6
     different = [i for i in range(len(sources)) if ours[i] != theirs[i]]
@@ -86,30 +77,29 @@ def test_beam_search_gives_tfms_best_hypotheses_and_scores(toy_model, held_out, 
     )
     ours = translate_nbest_ids(toy_model.model, sources, settings, 1)
     model = open_export(exported)
-    theirs = ct2_nbest_ids(
-        model, sources, search_settings(model, beam_size=5, length_penalty=alpha)
-    )
-    same = [i for i in range(len(sources)) if ours[i][0].tokens == theirs[i][0].tokens]
+    theirs = ct2_nbest_ids(model, sources, settings)
+    same = [i for i in range(len(sources)) if ours[i][0].tokens == theirs[i][0][0]]
     assert len(same) >= 0.99 * len(sources)
     for i in same:  # tfm's GNMT-normalised score, recovered from CTranslate2's
-        assert theirs[i][0].score == pytest.approx(ours[i][0].score, abs=1e-4)
+        assert theirs[i][0][1] == pytest.approx(ours[i][0].score, abs=1e-4)
 
 
-def test_texts_and_n_best_lists_are_tfms(toy_model, held_out, exported):
+def test_texts_and_n_best_lists_are_tfms(toy_run, held_out, exported):
+    """Both engines opened by `open_translator` give the same lines and n-best lists."""
     english, _ = held_out
     lines = [*english[:12], "  ", english[12]]
-    ours = translate_texts(toy_model.model, toy_model.tokenizer, lines, settings_of(toy_model, 1))
-    assert translate_with_ctranslate2(exported, lines) == ours
-    assert ours[12] == "" and ours[0] != ""
-    expected = translate_texts_nbest(
-        toy_model.model, toy_model.tokenizer, lines, settings_of(toy_model, 4), 3
-    )
-    model = open_export(exported)
-    found = translate_nbest_with_ctranslate2(model, lines, search_settings(model, beam_size=4), 3)
-    assert found[12] == [("", 0.0)] * 3
-    for theirs, ours_ in zip(found, expected, strict=True):
-        assert [text for text, _ in theirs] == [text for text, _ in ours_]
-        assert [s for _, s in theirs] == pytest.approx([s for _, s in ours_], abs=1e-4)
+    ours = open_translator(DecodeRequest(run=toy_run, device="cpu", beam_size=1))
+    theirs = open_translator(DecodeRequest(run=exported, device="cpu", beam_size=1))
+    assert (ours.engine, theirs.engine) == ("torch", "ctranslate2")
+    assert theirs.translate(lines) == ours.translate(lines)
+    assert ours.translate(lines)[12] == "" and ours.translate(lines)[0] != ""
+    wider = replace(ours.settings, beam_size=4)
+    expected = ours.nbest(lines, 3, settings=wider)
+    found = theirs.nbest(lines, 3, settings=replace(theirs.settings, beam_size=4))
+    assert found[12] == [("", 0.0)]
+    for theirs_, ours_ in zip(found, expected, strict=True):
+        assert [text for text, _ in theirs_] == [text for text, _ in ours_]
+        assert [s for _, s in theirs_] == pytest.approx([s for _, s in ours_], abs=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -147,8 +137,8 @@ def test_every_token_log_probability_is_tfms(options, tmp_path):
     long_source = [trained.tokenizer.encode_src([english[2]])[0] + [EOS_ID]]
     assert len(long_source[0]) > 64
     ours = translate_ids(trained.model, long_source, DecodeSettings(max_len_a=2.0))
-    theirs = ct2_nbest_ids(model, long_source, search_settings(model, beam_size=1, max_len_a=2.0))
-    assert theirs[0][0].tokens == ours[0] and len(ours[0]) > 0
+    theirs = ct2_nbest_ids(model, long_source, DecodeSettings(max_len_a=2.0))
+    assert theirs[0][0][0] == ours[0] and len(ours[0]) > 0
 
 
 def test_translating_with_an_export_needs_no_torch(exported):
@@ -156,8 +146,10 @@ def test_translating_with_an_export_needs_no_torch(exported):
     hundred MiB and seconds of start-up to a deployment)."""
     code = (
         "import sys\n"
-        "from tfm.deploy import translate_with_ctranslate2\n"
-        "print(translate_with_ctranslate2(sys.argv[1], ['the dog sees the cat'])[0] != '')\n"
+        "from tfm.prediction.settings import DecodeRequest\n"
+        "from tfm.prediction.translator import open_translator\n"
+        "translator = open_translator(DecodeRequest(run=sys.argv[1]))\n"
+        "print(translator.translate(['the dog sees the cat'])[0] != '')\n"
         "print('torch' in sys.modules)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(tfm.__file__).parents[1])}
