@@ -91,6 +91,11 @@ def test_texts_and_n_best_lists_are_tfms(toy_run, held_out, exported):
     ours = open_translator(DecodeRequest(run=toy_run, device="cpu", beam_size=1))
     theirs = open_translator(DecodeRequest(run=exported, device="cpu", beam_size=1))
     assert (ours.engine, theirs.engine) == ("torch", "ctranslate2")
+    assert theirs.step == ours.step == 400 and theirs.config == ours.config
+    for min_beam in (1, 3):  # one rule for the beam, whichever the engine
+        opened = [open_translator(DecodeRequest(run=run, device="cpu"), min_beam=min_beam)
+                  for run in (toy_run, exported)]  # fmt: skip
+        assert [t.settings.beam_size for t in opened] == [min_beam, min_beam]
     assert theirs.translate(lines) == ours.translate(lines)
     assert ours.translate(lines)[12] == "" and ours.translate(lines)[0] != ""
     wider = replace(ours.settings, beam_size=4)

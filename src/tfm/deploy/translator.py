@@ -21,7 +21,7 @@ class ExportTranslator(LineTranslator):
         self.exported, self.settings = exported, settings
         self.config = exported.config
         self.tokenizer = exported.tokenizer
-        self.step: int | None = None
+        self.step: int | None = exported.info.step
 
     def search_best(
         self, sources: list[list[int]], settings: DecodeSettings, numbers: list[int]
