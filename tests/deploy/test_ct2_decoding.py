@@ -112,8 +112,9 @@ def test_texts_and_n_best_lists_are_tfms(toy_run, held_out, exported):
     [
         ["model.norm_position=pre", "model.activation=gelu"],
         ["tokenizer.joint=false", "model.share_embeddings=false", "model.tie_output=false"],
+        ["tokenizer.vocab_size=400", "tokenizer.byte_fallback=true"],
     ],
-    ids=["pre-norm-gelu", "separate-vocabularies-untied"],
+    ids=["pre-norm-gelu", "separate-vocabularies-untied", "byte-fallback"],
 )
 def test_every_token_log_probability_is_tfms(options, tmp_path):
     """Teacher-forced scores through CTranslate2 (`score_batch`) against tfm's, per token, on a
@@ -129,11 +130,13 @@ def test_every_token_log_probability_is_tfms(options, tmp_path):
     trained = load_trained(find_run(run), CPU)
     export_run(run, tmp_path / "out")
     model = open_export(tmp_path / "out")
-    english = ["the big dog sees the small cat", "birds sing", "the man thinks that " * 12]
-    german = ["Der große Hund sieht die kleine Katze", "Vögel singen", "Der Mann"]
+    english = ["the big dog sees the small cat", "birds sing 🙂", "the man thinks that " * 12]
+    german = ["Der große Hund sieht die kleine Katze", "Vögel singen 猫", "Der Mann"]
     src = [ids[:63] for ids in trained.tokenizer.encode_src(english)]
     tgt = [ids[:63] for ids in trained.tokenizer.encode_tgt(german)]
     pieces = trained.tokenizer.src_pieces, trained.tokenizer.tgt_pieces
+    byte_fallback = "tokenizer.byte_fallback=true" in options  # 🙂 and 猫: bytes, else <unk>
+    assert ("<0xF0>" in pieces[0](src[1])) == byte_fallback == ("<0xE7>" in pieces[1](tgt[1]))
     scored = model.translator.score_batch([pieces[0](s) for s in src], [pieces[1](t) for t in tgt])
     for s, t, result in zip(src, tgt, scored, strict=True):
         log_probs = token_log_probs(trained.model, s + [EOS_ID], [BOS_ID, *t])  # (T, V)
