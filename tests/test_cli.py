@@ -79,6 +79,7 @@ def test_eval_json_is_one_object_and_the_model_learned(workdir):
     assert scores["sentences_per_second"] == pytest.approx(rate, rel=0.01, abs=0.1)
     assert scores["split"] == "train" and scores["sentences"] == 3000
     assert scores["bleu_signature"].startswith("nrefs:1|case:mixed")
+    assert "|tok:13a|" in scores["bleu_signature"] and scores["headline"] == "bleu"  # German
     # An untrained model of this size scores near 0 BLEU; a learned one far above it.
     assert scores["bleu"] > 15, scores
 

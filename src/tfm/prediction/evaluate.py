@@ -18,11 +18,17 @@ from tfm.prediction.translator import Translator
 
 
 def evaluate_split(
-    model: Model, tokenizer: Tokenizer, split: EncodedSplit, settings: DecodeSettings
+    model: Model,
+    tokenizer: Tokenizer,
+    split: EncodedSplit,
+    settings: DecodeSettings,
+    *,
+    tgt_lang: str | None,
 ) -> tuple[dict, list[str]]:
-    """Loss, perplexity and translation scores of a split by a model being trained; also
-    returns the hypotheses. `decode_seconds` is the time the search took (loss and scoring
-    left out), `sentences_per_second` its rate."""
+    """Loss, perplexity and translation scores of a split by a model being trained (BLEU
+    tokenized for `tgt_lang`: `tfm.evaluation.bleu_tokenizer_for`); also returns the
+    hypotheses. `decode_seconds` is the time the search took (loss and scoring left out),
+    `sentences_per_second` its rate."""
 
     def translate(chunk: EncodedSplit, first_line: int) -> list[str]:
         numbers = range(first_line, first_line + len(chunk))
@@ -31,7 +37,7 @@ def evaluate_split(
     def nll(chunk: EncodedSplit) -> tuple[float, int]:
         return teacher_forced_nll(model, chunk, settings)
 
-    return scored_chunks([split], translate, nll)
+    return scored_chunks([split], translate, nll, tgt_lang=tgt_lang)
 
 
 def evaluate_chunks(
@@ -46,16 +52,19 @@ def evaluate_chunks(
     def translate(chunk: EncodedSplit, first_line: int) -> list[str]:
         return translator.translate_split(chunk, first_line=first_line)
 
-    return scored_chunks(chunks, translate, translator.nll)
+    tgt_lang = translator.config.data.tgt_lang
+    return scored_chunks(chunks, translate, translator.nll, tgt_lang=tgt_lang)
 
 
 def scored_chunks(
     chunks: Iterable[EncodedSplit],
     translate: Callable[[EncodedSplit, int], list[str]],
     nll: Callable[[EncodedSplit], tuple[float, int] | None],
+    *,
+    tgt_lang: str | None,
 ) -> tuple[dict, list[str]]:
     """The scores of `translate(chunk, its first line's number)` over the chunks, and the
-    hypotheses; the loss from `nll(chunk)` (None when it gives None)."""
+    hypotheses; the loss from `nll(chunk)` (None when it gives None); BLEU for `tgt_lang`."""
     total, tokens, seconds = 0.0, 0, 0.0
     scorable = True
     hypotheses: list[str] = []
@@ -70,7 +79,7 @@ def scored_chunks(
         hypotheses += translate(chunk, len(hypotheses) + 1)
         seconds += time.perf_counter() - started
         references += chunk.tgt_text
-    scores = score_translations(hypotheses, references)
+    scores = score_translations(hypotheses, references, tgt_lang=tgt_lang)
     scores["decode_seconds"] = round(seconds, 3)
     scores["sentences_per_second"] = round(len(hypotheses) / max(seconds, 1e-9), 1)
     loss = total / max(tokens, 1)
