@@ -141,3 +141,23 @@ def test_no_benchmark_or_doc_names_a_machine_path():
         if re.search(r"(?<![\w.])/(work|root|home)/", line)
     ]
     assert found == []
+
+
+def test_every_script(script, capsys):
+    script("every_script").main(["--quick"])
+    out = capsys.readouterr().out
+    unknown_off, unknown_on, exact_off, exact_on = numbers(
+        r"pair en-ja.*\n.*<unk> rate ([\d.]+)% without byte fallback, ([\d.]+)% with; exact "
+        r"round trips ([\d.]+)% / ([\d.]+)%",
+        out,
+    )
+    assert unknown_off > 0 and unknown_on == 0 and exact_off < 100 and exact_on == 100
+    (toy_unknown,) = numbers(
+        r"pair en-de.*\n.*<unk> rate [\d.]+% without byte fallback, ([\d.]+)%", out
+    )
+    assert toy_unknown == 0
+    runs, characters = (
+        numbers(rf"cut into {way} first: ([\d.]+)x the tokens", out)[0]
+        for way in ("script runs", "characters")
+    )
+    assert 1 <= runs < characters  # whole sentences give the fewest pieces, characters the most
