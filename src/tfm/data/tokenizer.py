@@ -36,12 +36,12 @@ import hashlib
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import cast
 
+import numpy as np
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HfTokenizer
 
@@ -90,11 +90,16 @@ def wants_byte_fallback(texts: Iterable[str], alphabet: Iterable[str], vocab_siz
     `vocab_size` leaves room (the byte tokens at most an eighth of it)."""
     if vocab_size < BYTE_FALLBACK_MIN_VOCAB:
         return False
-    counts: Counter[str] = Counter()
-    for text in texts:
-        counts.update(text)
-    once = any(n == 1 and not char.isspace() for char, n in counts.items())
-    return once or not set(alphabet) <= counts.keys()
+    counts = np.zeros(0, np.int64)  # by code point
+    rest = iter(texts)
+    while chunk := list(islice(rest, 10_000)):
+        found = np.bincount(np.frombuffer("".join(chunk).encode("utf-32-le"), dtype=np.uint32))
+        if len(found) > len(counts):
+            counts = np.pad(counts, (0, len(found) - len(counts)))
+        counts[: len(found)] += found
+    once = (chr(point) for point in np.flatnonzero(counts == 1))
+    unseen = (c for c in alphabet if ord(c) >= len(counts) or not counts[ord(c)])
+    return any(not c.isspace() for c in once) or next(unseen, None) is not None
 
 
 def _train_one(
