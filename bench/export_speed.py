@@ -5,7 +5,7 @@ tfm, CTranslate2 float32 and CTranslate2 int8, each greedy and beam 5, on 1 and 
     PYTHONPATH=src python bench/export_speed.py --quick     # a toy run trained in seconds, 50
 
 Sentences per second are text in, text out (tokenising and detokenising included), of all the
-sentences at once (tfm.prediction's `translate_texts`, tfm.deploy's `translate_with_ctranslate2`),
+sentences at once (each engine opened by `tfm.prediction.translator.open_translator`),
 reported as ratios to tfm's greedy search on one thread in the same round ("ratio") and to tfm
 with the same search and threads ("vs tfm"): rounds run the three engines in turn, in
 alternating order. `--beams` and `--threads` choose other lists (`--threads 1` for a quieter
@@ -99,30 +99,17 @@ def peak_rss_mib() -> float:
 
 
 def _decoder(engine: str, model: str, n_threads: int):
-    """A function (lines, beam size) -> translations for one engine on `n_threads` threads."""
-    if engine == "tfm":
-        import torch
+    """A function (lines, beam size) -> translations for one engine on `n_threads` threads:
+    `model` is the run (engine "tfm") or the exported folder, opened as a Translator."""
+    from dataclasses import replace
 
-        from tfm.prediction.settings import DecodeSettings
-        from tfm.prediction.translate import translate_texts
-        from tfm.rundir.model_file import load_trained
-        from tfm.rundir.paths import find_run
+    from tfm.prediction.settings import DecodeRequest
+    from tfm.prediction.translator import open_translator
 
-        torch.set_num_threads(n_threads)
-        trained = load_trained(find_run(model), torch.device("cpu"))
-        decoding = trained.config.decoding
-
-        def decode(lines, beam):
-            settings = DecodeSettings.from_config(
-                decoding, torch.device("cpu"), torch.float32, beam_size=beam
-            )
-            return translate_texts(trained.model, trained.tokenizer, lines, settings)
-
-        return decode
-    from tfm.deploy import open_export, translate_with_ctranslate2
-
-    opened = open_export(model, threads=n_threads)
-    return lambda lines, beam: translate_with_ctranslate2(opened, lines, beam_size=beam)
+    translator = open_translator(DecodeRequest(run=model, device="cpu", threads=n_threads))
+    return lambda lines, beam: translator.translate(
+        lines, settings=replace(translator.settings, beam_size=beam)
+    )
 
 
 def run_child(engine: str, model: Path, lines_file: Path, beams, threads) -> dict:

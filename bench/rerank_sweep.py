@@ -35,7 +35,7 @@ from _multi30k import QUICK_TRAINING  # noqa: E402
 from tfm.config import load_config  # noqa: E402
 from tfm.data.pipeline import prepare_splits  # noqa: E402
 from tfm.evaluation import score_translations  # noqa: E402
-from tfm.prediction.opening import Decoding, open_decoding  # noqa: E402
+from tfm.prediction.opening import TorchTranslator, open_torch  # noqa: E402
 from tfm.prediction.reranking import Reranker  # noqa: E402
 from tfm.prediction.settings import DecodeRequest  # noqa: E402
 from tfm.prediction.translate import split_nbest  # noqa: E402
@@ -45,7 +45,9 @@ log = logging.getLogger("rerank_sweep")
 SPLITS = ("validation", "test")
 
 
-def decode_and_score(decoding: Decoding) -> dict[str, tuple[list, list[list[float]], list[str]]]:
+def decode_and_score(
+    decoding: TorchTranslator,
+) -> dict[str, tuple[list, list[list[float]], list[str]]]:
     """Each of SPLITS decoded once by the forward run(s) and its hypotheses scored once by the
     reverse run(s) (`decoding.reranker`): {split: (n-best lists, their channel scores,
     references)}, what `sweep` re-sorts."""
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def report(args: argparse.Namespace) -> None:
     """The table of the sweep `args` asks for, and the weight validation chooses."""
-    decoding = open_decoding(DecodeRequest(
+    decoding = open_torch(DecodeRequest(
         run=args.run, device=args.device, beam_size=args.beam, ensemble=args.ensemble,
         rerank_with=args.rerank_with, rerank_weight=1.0,
     ))  # fmt: skip

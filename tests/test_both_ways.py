@@ -120,13 +120,13 @@ def test_a_run_whose_last_epochs_went_one_way_is_refused(run, tmp_path):
 def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run, sweep_script):
     """bench/rerank_sweep.py decodes and scores each split once, then re-sorts per weight: each
     of its numbers must be `tfm eval`'s for that weight (and W 0 plain beam search's)."""
-    from tfm.prediction.opening import open_decoding
+    from tfm.prediction.opening import open_torch
     from tfm.prediction.settings import DecodeRequest
 
     bench = sweep_script
     request = DecodeRequest(run=run, device="cpu", beam_size=5, rerank_with=[run],
                             rerank_weight=1.0)  # fmt: skip
-    decoding = open_decoding(request)
+    decoding = open_torch(request)
     beams = bench.decode_and_score(decoding)
     table = bench.sweep(decoding.reranker, beams, [0.0, 2.0])
     keys = ("bleu", "bleu_lowercase", "chrf", "length_ratio")

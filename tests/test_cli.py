@@ -79,6 +79,7 @@ def test_eval_json_is_one_object_and_the_model_learned(workdir):
     assert scores["sentences_per_second"] == pytest.approx(rate, rel=0.01, abs=0.1)
     assert scores["split"] == "train" and scores["sentences"] == 3000
     assert scores["bleu_signature"].startswith("nrefs:1|case:mixed")
+    assert "|tok:13a|" in scores["bleu_signature"] and scores["headline"] == "bleu"  # German
     # An untrained model of this size scores near 0 BLEU; a learned one far above it.
     assert scores["bleu"] > 15, scores
 
@@ -250,26 +251,28 @@ def test_n_best_prints_each_sentences_best_hypotheses_with_their_scores(workdir)
     result = invoke("translate", "--n-best", "3", "--beam-size", "4", input="\n".join(sentences))
     assert result.exit_code == 0, result.output
     rows = nbest_rows(result.stdout)
-    assert [number for number, _, _ in rows] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
-    assert rows[3:6] == [(2, 0.0, "")] * 3  # a blank line: empty translations, certain
-    for first in (0, 6):
+    assert [number for number, _, _ in rows] == [1, 1, 1, 2, 3, 3, 3]
+    assert rows[3] == (2, 0.0, "")  # a blank line: one empty translation, certain
+    for first in (0, 4):
         scores = [score for _, score, _ in rows[first : first + 3]]
         assert scores == sorted(scores, reverse=True) and scores[0] < 0
         assert len({text for _, _, text in rows[first : first + 3]}) == 3
     one_best = invoke("translate", "--beam-size", "4", sentences[0], sentences[2]).stdout
-    assert one_best == f"{rows[0][2]}\n{rows[6][2]}\n"
-    # The same hypotheses and scores as the library's beam search on the saved model.
+    assert one_best == f"{rows[0][2]}\n{rows[4][2]}\n"
+    # The same hypotheses and scores as the library's beam search on the saved model: the
+    # first three distinct texts of the whole beam.
     trained_model = load_trained(find_run(None), torch.device("cpu"))
     tokenizer = trained_model.tokenizer
     sources = [ids + [EOS_ID] for ids in tokenizer.encode_src([sentences[0], sentences[2]])]
     settings = DecodeSettings(max_len_b=5, beam_size=4)
-    found = translate_nbest_ids(trained_model.model, sources, settings, 3)
+    found = translate_nbest_ids(trained_model.model, sources, settings, 4)
     expected = []
     for hypotheses in found:
         texts = tokenizer.decode_tgt([h.tokens for h in hypotheses])
-        expected += [(text, h.score) for text, h in zip(texts, hypotheses, strict=True)]
-    assert [text for _, _, text in rows[:3] + rows[6:]] == [text for text, _ in expected]
-    printed = [score for _, score, _ in rows[:3] + rows[6:]]
+        firsts = dict(reversed(list(zip(texts, [h.score for h in hypotheses], strict=True))))
+        expected += sorted(firsts.items(), key=lambda pair: -pair[1])[:3]
+    assert [text for _, _, text in rows[:3] + rows[4:]] == [text for text, _ in expected]
+    printed = [score for _, score, _ in rows[:3] + rows[4:]]
     assert printed == pytest.approx([score for _, score in expected], abs=5e-5)
 
 
@@ -304,7 +307,7 @@ def noisy_copy(run: Path, to: Path) -> Path:
 
 def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(workdir, trained_run, tmp_path):
     from tfm.data.tokenizer import EOS_ID
-    from tfm.prediction import Ensemble
+    from tfm.prediction.ensemble import Ensemble
     from tfm.prediction.settings import DecodeSettings
     from tfm.prediction.translate import translate_ids, translate_nbest_ids
     from tfm.rundir.model_file import load_trained

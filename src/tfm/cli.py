@@ -14,13 +14,14 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tfm import __version__
 from tfm.cli_options import (
     BeamOption,
+    CheckpointOption,
     ConfigOption,
     DeviceOption,
     EnsembleOption,
@@ -35,6 +36,9 @@ from tfm.cli_options import (
 )
 from tfm.errors import TfmError
 from tfm.limits import MAX_BEAM_SIZE
+
+if TYPE_CHECKING:
+    from tfm.prediction.translator import Translator
 
 app = typer.Typer(
     add_completion=False,
@@ -152,6 +156,7 @@ def evaluate(
     ref: Annotated[Path | None, typer.Option("--ref", help="Reference file for --src.")] = None,
     as_json: JsonOption = False,
     output: Annotated[Path | None, typer.Option(help="Write hypotheses here.")] = None,
+    checkpoint: CheckpointOption = None,
     device: DeviceOption = None,
     beam_size: BeamOption = None,
     length_penalty: LengthPenaltyOption = None,
@@ -162,14 +167,11 @@ def evaluate(
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss, exact match and the
     decoding time."""
-    from tfm.commands.decode import evaluate_run
-    from tfm.prediction.settings import DecodeRequest
+    from tfm.commands.decode import check_eval_options, evaluate_run
 
-    request = DecodeRequest(run=run, device=device, beam_size=beam_size,
-                            length_penalty=length_penalty, ensemble=ensemble or (),
-                            rerank_with=rerank_with or (), rerank_weight=rerank_weight,
-                            threads=threads)  # fmt: skip
-    scores, _ = evaluate_run(request, split=split, src=src, ref=ref, output=output)
+    check_eval_options(split, src, ref)
+    translator = _open_translator(locals())
+    scores, _ = evaluate_run(translator, split=split, src=src, ref=ref, output=output)
     if as_json:
         typer.echo(json.dumps(scores, ensure_ascii=False))
         return
@@ -189,39 +191,50 @@ def translate(
     ensemble: EnsembleOption = None,
     rerank_with: RerankWithOption = None,
     rerank_weight: RerankWeightOption = None,
+    checkpoint: CheckpointOption = None,
     n_best: Annotated[
         int | None,
         typer.Option(
             "--n-best",
             min=1,
             max=MAX_BEAM_SIZE,
-            help="Print the N best beam hypotheses of each sentence, best first: line number "
-            "(from 1), score (length-normalised log-probability; with --rerank-with, the "
-            "reranking score) and translation, separated by tabs; the beam is at least N.",
+            help="Print the N best distinct translations of each sentence, best first: line "
+            "number (from 1), score (length-normalised log-probability; with --rerank-with, "
+            "the reranking score) and translation, separated by tabs; the beam is at least N.",
         ),
     ] = None,
     threads: ThreadsOption = None,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
-    from tfm.commands.decode import translate_batches, translate_batches_nbest
+    from tfm.commands.decode import check_n_best, translate_batches, translate_batches_nbest
     from tfm.commands.input import translation_input
-    from tfm.prediction.settings import DecodeRequest
 
     batches = translation_input(sentences or [], file, sys.stdin)
-    request = DecodeRequest(run=run, device=device, beam_size=beam_size,
-                            length_penalty=length_penalty, ensemble=ensemble or (),
-                            rerank_with=rerank_with or (), rerank_weight=rerank_weight,
-                            threads=threads)  # fmt: skip
     if n_best is None:
-        for translations in translate_batches(request, batches):
+        for translations in translate_batches(_open_translator(locals()), batches):
             _write_lines(translations)
         return
+    check_n_best(n_best, beam_size)
+    translator = _open_translator(locals(), min_beam=n_best)
     done = 0  # lines translated before this batch
-    for found in translate_batches_nbest(request, batches, n_best):
+    for found in translate_batches_nbest(translator, batches, n_best):
         _write_lines([f"{done + i}\t{score:.4f}\t{text}"
                       for i, hypotheses in enumerate(found, start=1)
                       for text, score in hypotheses])  # fmt: skip
         done += len(found)
+
+
+def _open_translator(options: dict, *, min_beam: int = 1) -> Translator:
+    """The Translator that the decoding options of `tfm eval` and `tfm translate` ask for."""
+    from tfm.prediction.settings import DecodeRequest
+    from tfm.prediction.translator import open_translator
+
+    names = ("run", "checkpoint", "device", "beam_size", "length_penalty", "rerank_weight",
+             "threads")  # fmt: skip
+    request = DecodeRequest(**{name: options[name] for name in names},
+                            ensemble=options["ensemble"] or (),
+                            rerank_with=options["rerank_with"] or ())  # fmt: skip
+    return open_translator(request, min_beam=min_beam)
 
 
 def _write_lines(lines: list[str]) -> None:

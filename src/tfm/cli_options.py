@@ -13,6 +13,14 @@ RunOption = Annotated[
     Path | None,
     typer.Option("--run", help="Run directory; default: the run last trained from this directory."),
 ]
+CheckpointOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--checkpoint",
+        help="Decode with this model file of the run instead of best.pt: a step checkpoint "
+        "(checkpoints/step-N.pt, also relative to the run) or last.pt.",
+    ),
+]
 BeamOption = Annotated[
     int | None,
     typer.Option(

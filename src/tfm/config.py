@@ -193,6 +193,12 @@ class TokenizerConfig(StrictModel):
     joint: bool = Field(
         True, description="One vocabulary for source and target (needed to share embeddings)."
     )
+    byte_fallback: bool | None = Field(
+        None,
+        description="A character never seen in training encodes as the 256 byte tokens of its "
+        "UTF-8 (which count in `vocab_size`) instead of `<unk>`; null: on when some character "
+        "occurs only once in the training text and `vocab_size` is at least 2048.",
+    )
     bpe_dropout: float = Field(
         0.0,
         ge=0.0,

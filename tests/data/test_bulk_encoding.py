@@ -70,6 +70,27 @@ def toy():
     return tokenizer.bpe_models[0], german
 
 
+JAPANESE = ["犬が猫を見ています。", "駅はどこですか？", "私は緑茶がとても好きです。"] * 10
+
+
+@pytest.fixture(scope="module")
+def bytes_toy():
+    """The toy's BPE with byte fallback, learnt from unspaced Japanese as well: characters it
+    never saw encode as their UTF-8 bytes, inside a piece or as the whole of one."""
+    pairs = generate(n_train=600, n_validation=0, n_test=0, seed=4)["train"]
+    english, german = [en for en, _ in pairs], [de for _, de in pairs]
+    tokenizer = train_tokenizer(
+        english[:400], german[:400] + JAPANESE, vocab_size=600, min_frequency=1, byte_fallback=True
+    )
+    model = tokenizer.bpe_models[0]
+    assert model.token_to_id("<0x00>") == 4
+    japanese = ["寿司を食べたい。犬が好きです", "私は駅で猫を見た", "鯨🙂 Wal", "ŋð Ω 𝔘"]
+    return model, [*german, *japanese]
+
+
+BOTH = pytest.mark.parametrize("tokenizer", ["toy", "bytes_toy"])
+
+
 def reference(model: HfTokenizer, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in model.encode_batch_fast(texts, add_special_tokens=False)]
 
@@ -97,8 +118,9 @@ EDGES = [
 ]
 
 
-def test_bulk_encoding_gives_the_tokenizers_ids(toy):
-    model, german = toy
+@BOTH
+def test_bulk_encoding_gives_the_tokenizers_ids(tokenizer, request):
+    model, german = request.getfixturevalue(tokenizer)
     texts = [*german[:200], *MESSY, *EDGES, "Ein Hund  läuft.", *german[200:]]
     encoder = BulkEncoder(model)
     assert fits(model) and encoder.fast
@@ -115,14 +137,16 @@ POOL = (
     "abcdeHUNDäöüßéñøå" + "0123456789\u0663\u00b2\u216b"
     + ".,;:!?()[]{}\"'-\u2014\u2026\u00ab\u00bb\u201e\u201c\u00bf/&*%#@_"
     + "+=<>|~^`$\u20ac\u00a7\u00b0" + "\u2581\u0308\u0301\U0001f642\u732b\x1c\x00\ue000"
+    + "犬が猫駅寿司。？"  # unspaced; the byte fallback BPE knows some (not 寿司)
     + "    " + "\t\n\u00a0\u3000"
 )  # fmt: skip
 
 
-def test_random_text_gives_the_tokenizers_ids(toy):
+@BOTH
+def test_random_text_gives_the_tokenizers_ids(tokenizer, request):
     """Sentences drawn from letters, digits, punctuation and symbols of many scripts, spaces of
     every kind, the space marker, combining marks and characters the BPE never saw."""
-    model, _ = toy
+    model, _ = request.getfixturevalue(tokenizer)
     rng = random.Random(7)
     texts = ["".join(rng.choices(POOL, k=rng.randint(0, 30))) for _ in range(3000)]
     encoder = BulkEncoder(model)

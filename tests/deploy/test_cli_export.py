@@ -62,6 +62,24 @@ def test_an_export_does_not_decode_in_an_ensemble(toy_run, exported):
     assert "CTranslate2 export" in result.output
 
 
+def test_an_export_where_a_run_is_needed_is_named_as_such(toy_run, exported):
+    """An export as an ensemble member, a reranker, `tfm attention`'s run, or given a
+    --checkpoint: one line that says an export cannot be used there."""
+    cannot = f"{exported}: a CTranslate2 export cannot be used here; give the tfm run directory"
+    for option in ("--ensemble", "--rerank-with"):
+        args = ["translate", "--run", str(toy_run), option, str(exported), "a dog"]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        last_line = result.stderr.splitlines()[-1]
+        assert last_line == f"tfm: error: {option} {cannot} it was exported from"
+    result = runner.invoke(app, ["attention", "--run", str(exported), "a dog"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == f"tfm: error: --run {cannot} it was exported from"
+    result = runner.invoke(app, ["translate", "--run", str(exported), "--checkpoint", "x.pt", "a"])
+    assert result.exit_code == 2, result.output
+    assert "--checkpoint needs a tfm run directory" in result.stderr
+
+
 def test_eval_with_an_export_reads_aligned_files_in_chunks(exported, tmp_path, monkeypatch):
     src, ref, hyp = tmp_path / "src.txt", tmp_path / "ref.txt", tmp_path / "hyp.txt"
     src.write_text("".join(s + "\n" for s in [*SENTENCES, "the cat sleeps"] * 2), encoding="utf-8")
@@ -71,7 +89,9 @@ def test_eval_with_an_export_reads_aligned_files_in_chunks(exported, tmp_path, m
     def scored() -> tuple[dict, str]:
         result = runner.invoke(app, [*args, "--output", str(hyp)])
         assert result.exit_code == 0, result.output
-        return json.loads(result.stdout), hyp.read_text(encoding="utf-8")
+        scores = json.loads(result.stdout)
+        assert scores.pop("decode_seconds") >= 0 and scores.pop("sentences_per_second") > 0
+        return scores, hyp.read_text(encoding="utf-8")
 
     whole, whole_text = scored()
     monkeypatch.setattr(input_lines, "EVAL_LINES", 3)  # chunks of 3, 3 and 2 lines

@@ -5,6 +5,7 @@ texts, and exactly the same per-token log-probabilities for every architecture o
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,26 +14,16 @@ import torch
 import tfm
 from tfm.config import load_config
 from tfm.data.tokenizer import BOS_ID, EOS_ID
-from tfm.prediction.settings import DecodeSettings
-from tfm.prediction.translate import (
-    translate_ids,
-    translate_nbest_ids,
-    translate_texts,
-    translate_texts_nbest,
-)
+from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.translate import translate_ids, translate_nbest_ids
+from tfm.prediction.translator import open_translator
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import find_run
 from tfm.training import train
 
 pytest.importorskip("ctranslate2")
 
-from tfm.deploy import (  # noqa: E402
-    export_run,
-    open_export,
-    search_settings,
-    translate_nbest_with_ctranslate2,
-    translate_with_ctranslate2,
-)
+from tfm.deploy import export_run, open_export  # noqa: E402
 from tfm.deploy import translate_nbest_ids as ct2_nbest_ids  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -66,8 +57,8 @@ def test_greedy_gives_tfms_token_ids_on_held_out_sentences(toy_model, held_out, 
     _, sources = held_out
     ours = translate_ids(toy_model.model, sources, settings_of(toy_model, 1))
     model = open_export(exported)
-    found = ct2_nbest_ids(model, sources, search_settings(model, beam_size=1), with_scores=False)
-    theirs = [hypotheses[0].tokens for hypotheses in found]
+    found = ct2_nbest_ids(model, sources, settings_of(toy_model, 1), with_scores=False)
+    theirs = [hypotheses[0][0] for hypotheses in found]
     assert len({tuple(ids) for ids in ours}) > 150  # real, varied sentences
     assert sum(map(len, ours)) / len(ours) > 6
     different = [i for i in range(len(sources)) if ours[i] != theirs[i]]
@@ -86,30 +77,34 @@ def test_beam_search_gives_tfms_best_hypotheses_and_scores(toy_model, held_out, 
     )
     ours = translate_nbest_ids(toy_model.model, sources, settings, 1)
     model = open_export(exported)
-    theirs = ct2_nbest_ids(
-        model, sources, search_settings(model, beam_size=5, length_penalty=alpha)
-    )
-    same = [i for i in range(len(sources)) if ours[i][0].tokens == theirs[i][0].tokens]
+    theirs = ct2_nbest_ids(model, sources, settings)
+    same = [i for i in range(len(sources)) if ours[i][0].tokens == theirs[i][0][0]]
     assert len(same) >= 0.99 * len(sources)
     for i in same:  # tfm's GNMT-normalised score, recovered from CTranslate2's
-        assert theirs[i][0].score == pytest.approx(ours[i][0].score, abs=1e-4)
+        assert theirs[i][0][1] == pytest.approx(ours[i][0].score, abs=1e-4)
 
 
-def test_texts_and_n_best_lists_are_tfms(toy_model, held_out, exported):
+def test_texts_and_n_best_lists_are_tfms(toy_run, held_out, exported):
+    """Both engines opened by `open_translator` give the same lines and n-best lists."""
     english, _ = held_out
     lines = [*english[:12], "  ", english[12]]
-    ours = translate_texts(toy_model.model, toy_model.tokenizer, lines, settings_of(toy_model, 1))
-    assert translate_with_ctranslate2(exported, lines) == ours
-    assert ours[12] == "" and ours[0] != ""
-    expected = translate_texts_nbest(
-        toy_model.model, toy_model.tokenizer, lines, settings_of(toy_model, 4), 3
-    )
-    model = open_export(exported)
-    found = translate_nbest_with_ctranslate2(model, lines, search_settings(model, beam_size=4), 3)
-    assert found[12] == [("", 0.0)] * 3
-    for theirs, ours_ in zip(found, expected, strict=True):
-        assert [text for text, _ in theirs] == [text for text, _ in ours_]
-        assert [s for _, s in theirs] == pytest.approx([s for _, s in ours_], abs=1e-4)
+    ours = open_translator(DecodeRequest(run=toy_run, device="cpu", beam_size=1))
+    theirs = open_translator(DecodeRequest(run=exported, device="cpu", beam_size=1))
+    assert (ours.engine, theirs.engine) == ("torch", "ctranslate2")
+    assert theirs.step == ours.step == 400 and theirs.config == ours.config
+    for min_beam in (1, 3):  # one rule for the beam, whichever the engine
+        opened = [open_translator(DecodeRequest(run=run, device="cpu"), min_beam=min_beam)
+                  for run in (toy_run, exported)]  # fmt: skip
+        assert [t.settings.beam_size for t in opened] == [min_beam, min_beam]
+    assert theirs.translate(lines) == ours.translate(lines)
+    assert ours.translate(lines)[12] == "" and ours.translate(lines)[0] != ""
+    wider = replace(ours.settings, beam_size=4)
+    expected = ours.nbest(lines, 3, settings=wider)
+    found = theirs.nbest(lines, 3, settings=replace(theirs.settings, beam_size=4))
+    assert found[12] == [("", 0.0)]
+    for theirs_, ours_ in zip(found, expected, strict=True):
+        assert [text for text, _ in theirs_] == [text for text, _ in ours_]
+        assert [s for _, s in theirs_] == pytest.approx([s for _, s in ours_], abs=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -117,8 +112,9 @@ def test_texts_and_n_best_lists_are_tfms(toy_model, held_out, exported):
     [
         ["model.norm_position=pre", "model.activation=gelu"],
         ["tokenizer.joint=false", "model.share_embeddings=false", "model.tie_output=false"],
+        ["tokenizer.vocab_size=400", "tokenizer.byte_fallback=true"],
     ],
-    ids=["pre-norm-gelu", "separate-vocabularies-untied"],
+    ids=["pre-norm-gelu", "separate-vocabularies-untied", "byte-fallback"],
 )
 def test_every_token_log_probability_is_tfms(options, tmp_path):
     """Teacher-forced scores through CTranslate2 (`score_batch`) against tfm's, per token, on a
@@ -134,11 +130,13 @@ def test_every_token_log_probability_is_tfms(options, tmp_path):
     trained = load_trained(find_run(run), CPU)
     export_run(run, tmp_path / "out")
     model = open_export(tmp_path / "out")
-    english = ["the big dog sees the small cat", "birds sing", "the man thinks that " * 12]
-    german = ["Der große Hund sieht die kleine Katze", "Vögel singen", "Der Mann"]
+    english = ["the big dog sees the small cat", "birds sing 🙂", "the man thinks that " * 12]
+    german = ["Der große Hund sieht die kleine Katze", "Vögel singen 猫", "Der Mann"]
     src = [ids[:63] for ids in trained.tokenizer.encode_src(english)]
     tgt = [ids[:63] for ids in trained.tokenizer.encode_tgt(german)]
     pieces = trained.tokenizer.src_pieces, trained.tokenizer.tgt_pieces
+    byte_fallback = "tokenizer.byte_fallback=true" in options  # 🙂 and 猫: bytes, else <unk>
+    assert ("<0xF0>" in pieces[0](src[1])) == byte_fallback == ("<0xE7>" in pieces[1](tgt[1]))
     scored = model.translator.score_batch([pieces[0](s) for s in src], [pieces[1](t) for t in tgt])
     for s, t, result in zip(src, tgt, scored, strict=True):
         log_probs = token_log_probs(trained.model, s + [EOS_ID], [BOS_ID, *t])  # (T, V)
@@ -147,8 +145,8 @@ def test_every_token_log_probability_is_tfms(options, tmp_path):
     long_source = [trained.tokenizer.encode_src([english[2]])[0] + [EOS_ID]]
     assert len(long_source[0]) > 64
     ours = translate_ids(trained.model, long_source, DecodeSettings(max_len_a=2.0))
-    theirs = ct2_nbest_ids(model, long_source, search_settings(model, beam_size=1, max_len_a=2.0))
-    assert theirs[0][0].tokens == ours[0] and len(ours[0]) > 0
+    theirs = ct2_nbest_ids(model, long_source, DecodeSettings(max_len_a=2.0))
+    assert theirs[0][0][0] == ours[0] and len(ours[0]) > 0
 
 
 def test_translating_with_an_export_needs_no_torch(exported):
@@ -156,8 +154,10 @@ def test_translating_with_an_export_needs_no_torch(exported):
     hundred MiB and seconds of start-up to a deployment)."""
     code = (
         "import sys\n"
-        "from tfm.deploy import translate_with_ctranslate2\n"
-        "print(translate_with_ctranslate2(sys.argv[1], ['the dog sees the cat'])[0] != '')\n"
+        "from tfm.prediction.settings import DecodeRequest\n"
+        "from tfm.prediction.translator import open_translator\n"
+        "translator = open_translator(DecodeRequest(run=sys.argv[1]))\n"
+        "print(translator.translate(['the dog sees the cat'])[0] != '')\n"
         "print('torch' in sys.modules)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(tfm.__file__).parents[1])}

@@ -22,9 +22,16 @@ from tfm.deploy import (  # noqa: E402
     is_export,
     open_export,
     read_export_info,
-    translate_with_ctranslate2,
 )
 from tfm.deploy.export import MARKER, QUANTIZATIONS  # noqa: E402
+
+
+def translate_with_export(folder, lines: list[str]) -> list[str]:
+    """The lines translated by the export in `folder`, with its own decode settings."""
+    from tfm.prediction.settings import DecodeRequest
+    from tfm.prediction.translator import open_translator
+
+    return open_translator(DecodeRequest(run=folder, device="cpu")).translate(lines)
 
 
 def one_line_error(kind, call) -> str:
@@ -58,11 +65,11 @@ def test_the_folder_translates_after_the_run_is_gone(toy_run, held_out, tmp_path
     run = shutil.copytree(toy_run, tmp_path / "run")
     export_run(run, tmp_path / "first")
     lines = held_out[0][:10]
-    before = translate_with_ctranslate2(tmp_path / "first", lines)
+    before = translate_with_export(tmp_path / "first", lines)
     moved = shutil.copytree(tmp_path / "first", tmp_path / "elsewhere" / "model")
     shutil.rmtree(run)
     shutil.rmtree(tmp_path / "first")
-    assert translate_with_ctranslate2(moved, lines) == before
+    assert translate_with_export(moved, lines) == before
 
 
 def test_int8_export_is_smaller_and_scores_nearly_alike(toy_run, exported, toy_model, tmp_path):
@@ -71,8 +78,8 @@ def test_int8_export_is_smaller_and_scores_nearly_alike(toy_run, exported, toy_m
     size = (tmp_path / "int8" / "model.bin").stat().st_size
     assert size < 0.5 * (exported / "model.bin").stat().st_size
     english, german, _ = load_texts(toy_model.config.data, "test")
-    int8 = translate_with_ctranslate2(tmp_path / "int8", english)
-    float32 = translate_with_ctranslate2(exported, english)
+    int8 = translate_with_export(tmp_path / "int8", english)
+    float32 = translate_with_export(exported, english)
     assert sum(a == b for a, b in zip(int8, float32, strict=True)) >= 0.7 * len(english)
     bleu = [score_translations(out, german)["bleu"] for out in (int8, float32)]
     assert bleu[0] == pytest.approx(bleu[1], abs=1.5) and bleu[1] > 10
@@ -160,7 +167,7 @@ def test_an_export_of_an_older_run_opens(exported, tmp_path):
     config = (copied / "config.yaml").read_text()
     (copied / "config.yaml").write_text(config.replace("model:\n", "model:\n  word_dropout: 0.0\n"))
     assert "word_dropout" in (copied / "config.yaml").read_text()
-    assert translate_with_ctranslate2(copied, ["the dog sees the cat"])[0] != ""
+    assert translate_with_export(copied, ["the dog sees the cat"])[0] != ""
 
 
 def test_a_folder_that_is_not_an_export_or_newer_is_refused(toy_run, exported, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from tiny_models import copy_batch, lively_model, padded_batch, train_copy_model
 
-from tfm.prediction import Ensemble, mean_probability_logits
+from tfm.prediction.ensemble import Ensemble, mean_probability_logits
 from tfm.transformer import (
     ModelArgs,
     beam_search,

@@ -10,8 +10,8 @@ import torch
 from tfm.config import load_config
 from tfm.errors import UsageError
 from tfm.prediction.attention import check_kind, sentence_attention
+from tfm.prediction.opening import load_run
 from tfm.rundir.metrics import read_metrics
-from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import RunPaths, find_run
 from tfm.visual.attention import draw_attention
 from tfm.visual.curves import FILE_NAME as CURVES_FILE
@@ -32,7 +32,7 @@ def plot_attention(
     """Translate `sentence` with the run's model on the CPU and draw its `kind` attention for
     `layer` and `head` (1-based; None: all) to `out` (default: attention-KIND.png)."""
     out = check_output_path(out or Path(f"attention-{check_kind(kind)}.png"))
-    trained = load_trained(find_run(run), torch.device("cpu"))
+    trained = load_run(run, torch.device("cpu"))
     decoding = trained.config.decoding
     view = sentence_attention(
         trained.model,

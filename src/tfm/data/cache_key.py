@@ -60,7 +60,8 @@ def cache_key(config: Config) -> CacheKey:
     return CacheKey(hashlib.sha256(canonical.encode()).hexdigest()[:20], parts, size, origin)
 
 
-TOKENIZER_KEYS = ("vocab_size", "min_frequency", "joint", "train_sample")  # the rest: training
+# The tokenizer settings that shape the vocabulary; the rest act in training.
+TOKENIZER_KEYS = ("vocab_size", "min_frequency", "joint", "byte_fallback", "train_sample")
 
 
 def source_files(source: SourceConfig, *, src_lang: str, tgt_lang: str) -> list[Path] | None:

@@ -53,6 +53,7 @@ def fit_tokenizer(src: list[str], tgt: list[str], config: TokenizerConfig) -> To
         vocab_size=config.vocab_size,
         min_frequency=config.min_frequency,
         joint=config.joint,
+        byte_fallback=config.byte_fallback,
     )
 
 

@@ -199,6 +199,7 @@ def _learn(
         vocab_size=settings.vocab_size,
         min_frequency=settings.min_frequency,
         joint=settings.joint,
+        byte_fallback=settings.byte_fallback,
         progress=progress and sys.stderr.isatty(),  # the trainer's bars, on a terminal only
     )
     if sample is None or n <= sample:

@@ -13,10 +13,16 @@ Pipeline, chosen so that `decode(encode(text))` gives back natural text:
   back into spaces, so no space ever appears before punctuation. Pieces stay readable ("▁Mädchen")
   for attention plots, which byte-level BPE ("Ã¤") would not give.
 - unseen characters: every character of the training text is in the vocabulary (min_frequency
-  limits merges, never characters); a character never seen in training encodes as `<unk>`
-  (a run of them as one), and encode_* logs a warning with the count. Byte fallback was rejected:
-  it costs 256 ids, breaks small vocabularies (the config allows 64), and an unseen byte's
-  embedding is as untrained as `<unk>`'s.
+  limits merges, never characters). With byte fallback (`BYTE_TOKENS`, ids 4-259) a character
+  never seen in training encodes as the byte tokens of its UTF-8 ("<0xE7>", "<0x8C>", "<0xAB>")
+  and decodes back to itself, so any text round trips; without it, as `<unk>` (a run of them as
+  one), and encode_* logs a warning with the count. Byte fallback is on when the training text
+  foretells unseen characters (`wants_byte_fallback`): the 256 byte tokens count in the
+  vocabulary size, which a corpus with a closed alphabet (the toy's) spends better on merges.
+- text without spaces (Japanese, Chinese) is one Metaspace word between punctuation marks, as
+  SentencePiece treats it: BPE learns its merges inside the sentence, words and endings alike
+  ("知らせを聞いて"). Splitting it where the script changes (kanji from kana) would cut words
+  from their endings ("知 らせを"); docs/experiments.md has the measurements.
 - special tokens `<pad>`, `<s>`, `</s>`, `<unk>` have the fixed ids 0-3 and exist only as ids:
   the literal text "<s>" in a sentence is ordinary characters, never the BOS id.
 
@@ -30,11 +36,12 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from itertools import chain
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, islice
 from pathlib import Path
 from typing import cast
 
+import numpy as np
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HfTokenizer
 
@@ -48,11 +55,15 @@ SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # in id order
 FILE_NAME = "tokenizer.json"
 FORMAT, VERSION = "tfm-tokenizer", 1
 SPACE = "▁"  # U+2581, as in SentencePiece
+BYTE_TOKENS = tuple(f"<0x{byte:02X}>" for byte in range(256))  # byte fallback's, after the specials
+BYTE_FALLBACK_MIN_VOCAB = 8 * len(BYTE_TOKENS)  # the byte tokens take at most an eighth
 
 
-def untrained() -> HfTokenizer:
+def untrained(*, byte_fallback: bool = False) -> HfTokenizer:
     """tfm's pipeline (above) around an empty BPE model."""
-    tok = HfTokenizer(models.BPE(unk_token=SPECIAL_TOKENS[UNK_ID], fuse_unk=True))
+    tok = HfTokenizer(
+        models.BPE(unk_token=SPECIAL_TOKENS[UNK_ID], fuse_unk=True, byte_fallback=byte_fallback)
+    )
     tok.normalizer = normalizers.Sequence(
         [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
     )
@@ -63,8 +74,32 @@ def untrained() -> HfTokenizer:
             pre_tokenizers.Digits(individual_digits=False),
         ]
     )
-    tok.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="always", split=True)
+    tok.decoder = decoders.Sequence(
+        [
+            decoders.ByteFallback(),  # a run of byte tokens -> its characters
+            decoders.Metaspace(replacement=SPACE, prepend_scheme="always", split=True),
+        ]
+    )
     return tok
+
+
+def wants_byte_fallback(texts: Iterable[str], alphabet: Iterable[str], vocab_size: int) -> bool:
+    """Byte fallback's default: on when some character occurs only once in the training
+    `texts` (or only in `alphabet`, the whole corpus's characters beyond a sample), the sign by
+    Good–Turing that unseen text will hold characters training never saw, and when
+    `vocab_size` leaves room (the byte tokens at most an eighth of it)."""
+    if vocab_size < BYTE_FALLBACK_MIN_VOCAB:
+        return False
+    counts = np.zeros(0, np.int64)  # by code point
+    rest = iter(texts)
+    while chunk := list(islice(rest, 10_000)):
+        found = np.bincount(np.frombuffer("".join(chunk).encode("utf-32-le"), dtype=np.uint32))
+        if len(found) > len(counts):
+            counts = np.pad(counts, (0, len(found) - len(counts)))
+        counts[: len(found)] += found
+    once = (chr(point) for point in np.flatnonzero(counts == 1))
+    unseen = (c for c in alphabet if ord(c) >= len(counts) or not counts[ord(c)])
+    return any(not c.isspace() for c in once) or next(unseen, None) is not None
 
 
 def _train_one(
@@ -74,28 +109,34 @@ def _train_one(
     vocab_size: int,
     min_frequency: int,
     alphabet: Sequence[str] = (),
+    byte_fallback: bool | None,
     progress: bool = False,
 ) -> HfTokenizer:
     n_lines = len(texts)
     if not any(text.strip() for text in texts):
         raise DataError(f"cannot train a tokenizer: the {side} text is empty ({n_lines} lines)")
-    tok = untrained()
+    if byte_fallback is None:
+        byte_fallback = wants_byte_fallback(texts, alphabet, vocab_size)
+    bytes_ = BYTE_TOKENS if byte_fallback else ()
+    tok = untrained(byte_fallback=byte_fallback)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=[*SPECIAL_TOKENS, *bytes_],  # ids 0-3, then the bytes' 4-259
         show_progress=progress,
         initial_alphabet=list(alphabet),  # [] is the trainer's default
     )
     tok.train_from_iterator(texts, trainer, length=n_lines)
     if tok.get_vocab_size() > vocab_size:  # the trainer keeps every character, whatever the size
-        n_chars = tok.get_vocab_size() - len(SPECIAL_TOKENS)
+        fixed = len(SPECIAL_TOKENS) + len(bytes_)
+        with_bytes = f" and the {len(bytes_)} byte tokens" if bytes_ else ""
         raise DataError(
-            f"vocab_size={vocab_size} is too small: the {side} text has {n_chars} distinct "
-            f"characters, which with the {len(SPECIAL_TOKENS)} special tokens need at least "
+            f"vocab_size={vocab_size} is too small: the {side} text has "
+            f"{tok.get_vocab_size() - fixed} distinct characters, which with the "
+            f"{len(SPECIAL_TOKENS)} special tokens{with_bytes} need at least "
             f"{tok.get_vocab_size()}"
         )
-    # Specials stay in the vocabulary (ids 0-3) but are not matched in input text.
+    # Specials and bytes stay in the vocabulary but are not matched in input text.
     spec = json.loads(tok.to_str())
     spec["added_tokens"] = []
     return HfTokenizer.from_str(json.dumps(spec, ensure_ascii=False))
@@ -109,12 +150,14 @@ def train_tokenizer(
     min_frequency: int = 2,
     joint: bool = True,
     alphabets: Mapping[str, Sequence[str]] | None = None,
+    byte_fallback: bool | None = None,
     progress: bool = False,
 ) -> Tokenizer:
     """Train BPE on the training split; deterministic for the same texts and settings.
 
     `alphabets` ({"src": chars, "tgt": chars}) adds characters to each vocabulary that the texts
     may lack: those of a whole corpus when BPE learns from a sample of it (`tfm.data.store`).
+    `byte_fallback` None decides it per vocabulary by `wants_byte_fallback`.
     `progress` shows the `tokenizers` trainer's own progress bars on stderr.
     """
     alphabets = alphabets or {"src": (), "tgt": ()}
@@ -129,6 +172,7 @@ def train_tokenizer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
             alphabet=sorted({*alphabets["src"], *alphabets["tgt"]}),
+            byte_fallback=byte_fallback,
             progress=progress,
         )
         result = Tokenizer(src=shared, tgt=shared)
@@ -140,16 +184,18 @@ def train_tokenizer(
                 vocab_size=vocab_size,
                 min_frequency=min_frequency,
                 alphabet=alphabets[side],
+                byte_fallback=byte_fallback,
                 progress=progress,
             )
             for texts, name, side in ((src_texts, "source", "src"), (tgt_texts, "target", "tgt"))
         )
         result = Tokenizer(src=src, tgt=tgt)
     log.info(
-        "trained %s BPE: %d source / %d target tokens in %.1f s",
+        "trained %s BPE: %d source / %d target tokens (byte fallback: %s) in %.1f s",
         "joint" if joint else "separate",
         result.src_vocab_size,
         result.tgt_vocab_size,
+        "/".join(dict.fromkeys("on" if _has_bytes(tok) else "off" for tok in result.bpe_models)),
         time.perf_counter() - start,
     )
     return result
@@ -275,6 +321,10 @@ def _from_json(spec: object) -> HfTokenizer:
     if found != list(SPECIAL_TOKENS):
         raise ValueError(f"ids 0-3 are {found}, expected {list(SPECIAL_TOKENS)}")
     return tok
+
+
+def _has_bytes(tok: HfTokenizer) -> bool:
+    return bool(json.loads(tok.to_str())["model"].get("byte_fallback"))
 
 
 def _tokens_by_id(tok: HfTokenizer) -> list[str]:

@@ -36,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from tfm.config import Config, load_config
 from tfm.data.tokenizer import EOS_ID, Tokenizer
@@ -48,18 +48,11 @@ from tfm.deploy.export import (
     require_ctranslate2,
 )
 from tfm.errors import UsageError
+from tfm.prediction.settings import DecodeSettings
 
 log = logging.getLogger(__name__)
 
 ZERO_PENALTY = 1e-6  # CTranslate2's length penalty for tfm's alpha = 0 (see the docstring)
-
-
-class Hypothesis(NamedTuple):
-    """One output: ids without BOS and EOS, and tfm's score, log P(Y | X) / GNMT penalty. The
-    fields of `tfm.transformer.Hypothesis`, defined here so that this module needs no torch."""
-
-    tokens: list[int]
-    score: float
 
 
 @dataclass(frozen=True)
@@ -71,17 +64,6 @@ class ExportedModel:
     config: Config
     info: ExportInfo
     path: Path
-
-
-@dataclass(frozen=True)
-class SearchSettings:
-    """tfm's decoding settings for CTranslate2 (the config's `decoding.*` by default)."""
-
-    beam_size: int
-    length_penalty: float  # GNMT alpha
-    max_len_a: float
-    max_len_b: float
-    max_tokens: int  # source tokens per batch, divided by the beam size as tfm does
 
 
 def open_export(
@@ -106,37 +88,17 @@ def open_export(
     return ExportedModel(translator, tokenizer, config, info, path)
 
 
-def search_settings(
-    model: ExportedModel,
-    *,
-    beam_size: int | None = None,
-    length_penalty: float | None = None,
-    max_len_a: float | None = None,
-    max_len_b: float | None = None,
-    max_tokens: int | None = None,
-) -> SearchSettings:
-    """The exported config's decoding settings, with those given here overriding them."""
-    config = model.config.decoding
-    return SearchSettings(
-        beam_size=beam_size or config.beam_size,
-        length_penalty=config.length_penalty if length_penalty is None else length_penalty,
-        max_len_a=config.max_len_a if max_len_a is None else max_len_a,
-        max_len_b=config.max_len_b if max_len_b is None else max_len_b,
-        max_tokens=max_tokens or config.max_tokens,
-    )
-
-
 def translate_nbest_ids(
     model: ExportedModel,
     sources: Sequence[Sequence[int]],
-    settings: SearchSettings,
+    settings: DecodeSettings,
     n_best: int = 1,
     *,
     with_scores: bool = True,
-) -> list[list[Hypothesis]]:
+) -> list[list[tuple[list[int], float]]]:
     """Decode framed sources (ids + EOS) as `tfm.prediction.translate.translate_nbest_ids`
-    does: per source its `n_best` hypotheses, best first, output ids without BOS and EOS and
-    tfm's score (log-probability / GNMT penalty). Without `with_scores`, greedy search skips
+    does: per source its `n_best` hypotheses, best first, as (output ids without BOS and EOS,
+    tfm's score: log-probability / GNMT penalty). Without `with_scores`, greedy search skips
     computing log-probabilities and every score is NaN."""
     K = settings.beam_size
     if K < 1 or not 1 <= n_best <= K:
@@ -154,7 +116,7 @@ def translate_nbest_ids(
             min_decoding_length=0,
         )  # fmt: skip
         pending.append((indices, results))
-    outputs: list[list[Hypothesis]] = [[] for _ in sources]
+    outputs: list[list[tuple[list[int], float]]] = [[] for _ in sources]
     token_id = _target_ids(model)
     for indices, results in pending:
         for i, result in zip(indices, results, strict=True):
@@ -164,12 +126,12 @@ def translate_nbest_ids(
                 _hypothesis(tokens, score, token_id, beta, settings.length_penalty)
                 for tokens, score in zip(result.hypotheses, scores, strict=True)
             ]
-            outputs[i] = sorted(found, key=lambda h: h.score, reverse=True)[:n_best]
+            outputs[i] = sorted(found, key=lambda h: h[1], reverse=True)[:n_best]
     return outputs
 
 
 def _by_output_limit(
-    model: ExportedModel, sources: Sequence[Sequence[int]], settings: SearchSettings
+    model: ExportedModel, sources: Sequence[Sequence[int]], settings: DecodeSettings
 ) -> tuple[list[list[str]], dict[int, list[int]]]:
     """Each source as token strings without its EOS (CTranslate2 appends it), cut to the
     positional table as tfm cuts it; and the sources' indices grouped by their output limit."""
@@ -195,7 +157,7 @@ def _target_ids(model: ExportedModel) -> dict[str, int]:
 
 def _hypothesis(
     tokens: list[str], score: float, token_id: dict[str, int], beta: float, alpha: float
-) -> Hypothesis:
+) -> tuple[list[int], float]:
     """tfm's hypothesis from CTranslate2's: tokens (ending in </s> unless cut at the limit) and
     score, log P / |Y|^beta, re-normalised by GNMT's penalty."""
     ids = [token_id[token] for token in tokens]
@@ -203,67 +165,4 @@ def _hypothesis(
     if ids and ids[-1] == EOS_ID:
         ids = ids[:-1]
     log_prob = score * length**beta
-    return Hypothesis(ids, log_prob / ((5 + length) / 6) ** alpha)  # GNMT (Wu et al., 2016)
-
-
-def translate_with_ctranslate2(
-    model: str | Path | ExportedModel,
-    lines: Sequence[str],
-    *,
-    beam_size: int | None = None,
-    length_penalty: float | None = None,
-    max_len_a: float | None = None,
-    max_len_b: float | None = None,
-    max_tokens: int | None = None,
-    device: str = "cpu",
-    threads: int = 1,
-    inter_threads: int = 1,
-) -> list[str]:
-    """Translate sentences with an exported folder: the best translation of each line, an
-    empty line for a blank one, as `tfm translate` gives them. `model` is the folder (opened
-    with `device`, `threads`, `inter_threads`) or an `ExportedModel` from `open_export`; settings
-    left None are the exported config's `decoding.*`."""
-    opened = _opened(model, device, threads, inter_threads)
-    settings = search_settings(
-        opened, beam_size=beam_size, length_penalty=length_penalty, max_len_a=max_len_a,
-        max_len_b=max_len_b, max_tokens=max_tokens,
-    )  # fmt: skip
-    todo, sources = _framed_nonblank(opened.tokenizer, lines)
-    found = translate_nbest_ids(opened, sources, settings, with_scores=False)
-    texts = opened.tokenizer.decode_tgt([hypotheses[0].tokens for hypotheses in found])
-    result = [""] * len(lines)
-    for i, text in zip(todo, texts, strict=True):
-        result[i] = text
-    return result
-
-
-def translate_nbest_with_ctranslate2(
-    model: ExportedModel, lines: Sequence[str], settings: SearchSettings, n_best: int
-) -> list[list[tuple[str, float]]]:
-    """Per line its `n_best` (<= beam size) translations with tfm's scores, best first, as
-    `tfm translate --n-best` gives them; a blank line gives `n_best` empty translations scored
-    0. `model` from `open_export`, `settings` from `search_settings`."""
-    todo, sources = _framed_nonblank(model.tokenizer, lines)
-    found = translate_nbest_ids(model, sources, settings, n_best)
-    result = [[("", 0.0)] * n_best for _ in lines]
-    for i, hypotheses in zip(todo, found, strict=True):
-        texts = model.tokenizer.decode_tgt([h.tokens for h in hypotheses])
-        result[i] = [(text, h.score) for text, h in zip(texts, hypotheses, strict=True)]
-    return result
-
-
-def _framed_nonblank(
-    tokenizer: Tokenizer, lines: Sequence[str]
-) -> tuple[list[int], list[list[int]]]:
-    """The indices of the non-blank lines, and those lines encoded and framed (ids + EOS)."""
-    todo = [i for i, line in enumerate(lines) if line.strip()]
-    encoded = tokenizer.encode_src([lines[i].strip() for i in todo])
-    return todo, [ids + [EOS_ID] for ids in encoded]
-
-
-def _opened(
-    model: str | Path | ExportedModel, device: str, threads: int, inter_threads: int
-) -> ExportedModel:
-    if isinstance(model, ExportedModel):
-        return model
-    return open_export(model, device=device, threads=threads, inter_threads=inter_threads)
+    return ids, log_prob / ((5 + length) / 6) ** alpha  # GNMT (Wu et al., 2016)

@@ -6,7 +6,7 @@
                                     for separate vocabularies)
       tokenizer.json                the run's tokenizer, to encode and detokenise as tfm does
       config.yaml                   the run's resolved config (its decoding settings are the
-                                    defaults of `translate_with_ctranslate2`)
+                                    defaults of the Translator over the export)
       tfm_export.json               the marker: format version, tfm and CTranslate2 versions,
                                     quantization, the model file and step it came from
 

@@ -107,3 +107,6 @@ class Ensemble(nn.Module):
         """Teacher forcing: the log of the mean probability (B, T, V), or (N, V) for the
         positions where `keep` (B, T) is True (see `Transformer.forward`)."""
         return mean_probability_logits([m(src_ids, tgt_ids, keep=keep) for m in self.models])
+
+
+Model = Transformer | Ensemble  # one trained model, or several decoding as one

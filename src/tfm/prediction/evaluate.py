@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
 from tfm.evaluation import score_translations
+from tfm.prediction.ensemble import Model
 from tfm.prediction.likelihood import teacher_forced_nll
-from tfm.prediction.settings import DecodeSettings, Model
-from tfm.prediction.translate import split_nbest, translate_ids
-
-# sources, their n-best lists of (text, score) -> the lists re-sorted (`Reranker.rerank`)
-Rerank = Callable[[Sequence[str], list[list[tuple[str, float]]]], list[list[tuple[str, float]]]]
+from tfm.prediction.settings import DecodeSettings
+from tfm.prediction.translate import translate_ids
+from tfm.prediction.translator import Translator
 
 
 def evaluate_split(
@@ -24,46 +23,66 @@ def evaluate_split(
     split: EncodedSplit,
     settings: DecodeSettings,
     *,
-    rerank: Rerank | None = None,
+    tgt_lang: str | None,
 ) -> tuple[dict, list[str]]:
-    """Loss, perplexity and translation scores of a split; also returns the hypotheses. With
-    `rerank` (sources, n-best lists -> re-sorted lists; `tfm.prediction.reranking`), each
-    hypothesis is the best of the whole beam after reranking. `decode_seconds` is the time the
-    search took (reranking included, loss and scoring left out), `sentences_per_second` its rate."""
-    return evaluate_chunks(model, tokenizer, [split], settings, rerank=rerank)
+    """Loss, perplexity and translation scores of a split by a model being trained (BLEU
+    tokenized for `tgt_lang`: `tfm.evaluation.bleu_tokenizer_for`); also returns the
+    hypotheses. `decode_seconds` is the time the search took (loss and scoring left out),
+    `sentences_per_second` its rate."""
+
+    def translate(chunk: EncodedSplit, first_line: int) -> list[str]:
+        numbers = range(first_line, first_line + len(chunk))
+        return tokenizer.decode_tgt(translate_ids(model, chunk.src, settings, numbers=numbers))
+
+    def nll(chunk: EncodedSplit) -> tuple[float, int]:
+        return teacher_forced_nll(model, chunk, settings)
+
+    return scored_chunks([split], translate, nll, tgt_lang=tgt_lang)
 
 
 def evaluate_chunks(
-    model: Model,
-    tokenizer: Tokenizer,
-    chunks: Iterable[EncodedSplit],
-    settings: DecodeSettings,
-    *,
-    rerank: Rerank | None = None,
+    translator: Translator, chunks: Iterable[EncodedSplit]
 ) -> tuple[dict, list[str]]:
-    """`evaluate_split` of consecutive chunks of one input, encoded as they are taken: only the
-    sentences and hypotheses of the whole input are kept, so memory does not grow with its
-    token ids. Over-long sources are named by their line in the whole input."""
-    nll, tokens, seconds = 0.0, 0, 0.0
+    """`evaluate_split` of consecutive chunks of one input by a translator (with its ensemble
+    and reranker, if any), encoded as they are taken: only the sentences and hypotheses of the
+    whole input are kept, so memory does not grow with its token ids. Over-long sources are named
+    by their line in the whole input. Loss and perplexity are None where the translator's engine
+    cannot score (an export)."""
+
+    def translate(chunk: EncodedSplit, first_line: int) -> list[str]:
+        return translator.translate_split(chunk, first_line=first_line)
+
+    tgt_lang = translator.config.data.tgt_lang
+    return scored_chunks(chunks, translate, translator.nll, tgt_lang=tgt_lang)
+
+
+def scored_chunks(
+    chunks: Iterable[EncodedSplit],
+    translate: Callable[[EncodedSplit, int], list[str]],
+    nll: Callable[[EncodedSplit], tuple[float, int] | None],
+    *,
+    tgt_lang: str | None,
+) -> tuple[dict, list[str]]:
+    """The scores of `translate(chunk, its first line's number)` over the chunks, and the
+    hypotheses; the loss from `nll(chunk)` (None when it gives None); BLEU for `tgt_lang`."""
+    total, tokens, seconds = 0.0, 0, 0.0
+    scorable = True
     hypotheses: list[str] = []
     references: list[str] = []
     for chunk in chunks:
-        chunk_nll, chunk_tokens = teacher_forced_nll(model, chunk, settings)
-        nll, tokens = nll + chunk_nll, tokens + chunk_tokens
-        numbers = range(len(hypotheses) + 1, len(hypotheses) + len(chunk) + 1)
-        started = time.perf_counter()
-        if rerank is None:
-            found = translate_ids(model, chunk.src, settings, numbers=numbers)
-            hypotheses += tokenizer.decode_tgt(found)
+        found = nll(chunk)
+        if found is None:
+            scorable = False
         else:
-            nbest = split_nbest(model, tokenizer, chunk, settings, numbers=numbers)
-            hypotheses += [ranked[0][0] for ranked in rerank(chunk.src_text, nbest)]
+            total, tokens = total + found[0], tokens + found[1]
+        started = time.perf_counter()
+        hypotheses += translate(chunk, len(hypotheses) + 1)
         seconds += time.perf_counter() - started
         references += chunk.tgt_text
-    loss = nll / max(tokens, 1)
-    scores = score_translations(hypotheses, references)
+    scores = score_translations(hypotheses, references, tgt_lang=tgt_lang)
     scores["decode_seconds"] = round(seconds, 3)
     scores["sentences_per_second"] = round(len(hypotheses) / max(seconds, 1e-9), 1)
-    scores["loss"] = round(loss, 4)
-    scores["perplexity"] = round(math.exp(min(loss, 50.0)), 3)
+    loss = total / max(tokens, 1)
+    scores["loss"] = round(loss, 4) if scorable else None
+    scores["perplexity"] = round(math.exp(min(loss, 50.0)), 3) if scorable else None
     return scores, hypotheses

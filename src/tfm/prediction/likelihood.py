@@ -14,7 +14,8 @@ from tfm.data.batching import collate, inference_batches
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import EOS_ID, PAD_ID
 from tfm.device import autocast
-from tfm.prediction.settings import DecodeSettings, Model
+from tfm.prediction.ensemble import Model
+from tfm.prediction.settings import DecodeSettings
 
 
 def teacher_forced_loss(model: Model, split: EncodedSplit, settings: DecodeSettings) -> float:
@@ -52,9 +53,9 @@ def sequence_log_probs(
     result = [0.0] * len(src)
     for indices in inference_batches(lengths, max_tokens=settings.max_tokens):
         batch = collate([src[i] for i in indices], [tgt[i] for i in indices])
-        batch = batch.to(settings.device)
+        batch = batch.to(settings.torch_device())
         real = batch.tgt_out != PAD_ID  # (B, T)
-        with autocast(settings.device, settings.dtype):
+        with autocast(settings.torch_device(), settings.torch_dtype()):
             logits = model(batch.src, batch.tgt_in, keep=real)  # (N, V), real positions in order
         log_probs = logits.float().log_softmax(dim=-1)
         picked = log_probs.gather(1, batch.tgt_out[real].unsqueeze(1)).squeeze(1)  # (N,)

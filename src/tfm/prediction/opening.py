@@ -1,23 +1,29 @@
-"""A trained run opened for decoding: its model (or an ensemble of it and more runs), the decode
-settings its config and the user's options give, and a reranker of reverse-direction runs."""
+"""A trained run opened as a `Translator`: its model (or an ensemble of it and more runs), the
+decode settings its config and the user's options give, and a reranker of reverse-direction runs."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from tfm.config import Config
+from tfm.data.pipeline import EncodedSplit
+from tfm.data.tokenizer import Tokenizer
+from tfm.deploy.export import is_export
 from tfm.device import resolve_precision, select_device
 from tfm.errors import UsageError
-from tfm.prediction import Ensemble
+from tfm.prediction.ensemble import Ensemble, Model
+from tfm.prediction.likelihood import teacher_forced_nll
+from tfm.prediction.line_search import Found, LineTranslator, Scored
 from tfm.prediction.reranking import Reranker
-from tfm.prediction.settings import DecodeRequest, DecodeSettings, Model
-from tfm.prediction.translate import translate_texts, translate_texts_nbest
+from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.translate import translate_ids, translate_nbest_ids
+from tfm.rundir.checkpoint import CorruptCheckpointError
 from tfm.rundir.model_file import TrainedModel, load_trained
-from tfm.rundir.paths import find_run
+from tfm.rundir.paths import RunPaths, find_run
 from tfm.threads import use_threads
 
 log = logging.getLogger(__name__)
@@ -25,69 +31,134 @@ log = logging.getLogger(__name__)
 RERANK_MIN_BEAM = 5  # the beam reranking chooses from, unless --beam-size says otherwise
 
 
-@dataclass(frozen=True)
-class Decoding:
-    """A trained run ready to translate: the run, the model to decode with (its own, or an
-    ensemble), the decode settings, and the reranker of the beam, if any."""
+class TorchTranslator(LineTranslator):
+    """A trained run translating with tfm's own search: `trained` is the run (its model,
+    tokenizer, config and paths), `model` what decodes (its model, or an ensemble), `reranker`
+    the reverse-direction model that reranks the whole beam, if any."""
 
-    trained: TrainedModel
-    model: Model
-    settings: DecodeSettings
-    reranker: Reranker | None = None
+    engine = "torch"
 
-    def translate(self, texts: Sequence[str], *, first_line: int = 1) -> list[str]:
-        """One translation per text, in order; an empty line stays empty. With a reranker, each
-        is the beam's best after reranking. `first_line`: the line number of texts[0]."""
-        if self.reranker is not None:
-            return [best[0][0] for best in self.nbest(texts, 1, first_line=first_line)]
-        return translate_texts(
-            self.model, self.trained.tokenizer, texts, self.settings, first_line=first_line
-        )
+    def __init__(
+        self,
+        trained: TrainedModel,
+        model: Model,
+        settings: DecodeSettings,
+        reranker: Reranker | None = None,
+        *,
+        ensemble: Sequence[str | Path] = (),
+        rerank_with: Sequence[str | Path] = (),
+    ) -> None:
+        self.trained, self.model, self.settings, self.reranker = trained, model, settings, reranker
+        self.ensemble, self.rerank_with = tuple(ensemble), tuple(rerank_with)  # as the user named
+        self.config: Config = trained.config
+        self.tokenizer: Tokenizer = trained.tokenizer
+        self.step: int | None = trained.step
 
-    def nbest(
-        self, texts: Sequence[str], n_best: int, *, first_line: int = 1
-    ) -> list[list[tuple[str, float]]]:
-        """The `n_best` (translation, score) pairs of each text, best first. With a reranker,
-        the whole beam is reranked and the scores are the combined ones."""
-        tokenizer = self.trained.tokenizer
+    def best_of(
+        self,
+        texts: Sequence[str],
+        sources: list[list[int]],
+        settings: DecodeSettings,
+        numbers: list[int],
+    ) -> list[str]:
+        """As `LineTranslator.best_of`; with a reranker, the beam's best after reranking."""
         if self.reranker is None:
-            return translate_texts_nbest(
-                self.model, tokenizer, texts, self.settings, n_best, first_line=first_line
-            )
-        beam = self.settings.beam_size
-        found = translate_texts_nbest(
-            self.model, tokenizer, texts, self.settings, beam, first_line=first_line
+            return super().best_of(texts, sources, settings, numbers)
+        return [found[0][0] for found in self.ranked_beams(texts, sources, settings, numbers)]
+
+    def search_best(
+        self, sources: list[list[int]], settings: DecodeSettings, numbers: list[int]
+    ) -> list[list[int]]:
+        return translate_ids(self.model, sources, settings, numbers=numbers)
+
+    def search_beam(
+        self, sources: list[list[int]], settings: DecodeSettings, numbers: list[int]
+    ) -> Sequence[Found]:
+        return translate_nbest_ids(
+            self.model, sources, settings, settings.beam_size, numbers=numbers
         )
-        return [ranked[:n_best] for ranked in self.reranker.rerank(texts, found)]
+
+    def rank(self, texts: Sequence[str], beams: list[Scored]) -> list[Scored]:
+        """The beams reranked, with the combined scores, when there is a reranker."""
+        return beams if self.reranker is None else self.reranker.rerank(texts, beams)
+
+    def nll(self, split: EncodedSplit) -> tuple[float, int] | None:
+        return teacher_forced_nll(self.model, split, self.settings)
+
+    def describe(self) -> dict[str, object]:
+        """The run and its step; the ensemble's other runs, the reranking runs and weight."""
+        found: dict[str, object] = {"run": str(self.trained.paths.root), "step": self.step}
+        if self.ensemble:
+            found["ensemble"] = [str(Path(other)) for other in self.ensemble]
+        if self.reranker is not None:
+            found["rerank_with"] = [str(Path(other)) for other in self.rerank_with]
+            found["rerank_weight"] = self.reranker.weight
+        return found
 
 
-def open_decoding(request: DecodeRequest, *, min_beam: int = 1) -> Decoding:
-    """The run of `request` opened for decoding. The decode settings come from the run's
-    config and the request; without a beam size in the request, the config's but at least
-    `min_beam`, or at least 5 when reranking."""
+def open_torch(request: DecodeRequest, *, min_beam: int = 1) -> TorchTranslator:
+    """The run of `request` opened for decoding (see `tfm.prediction.translator.open_translator`);
+    reranking widens the beam to at least `RERANK_MIN_BEAM` unless the request names one."""
     if request.rerank_weight is not None and not request.rerank_with:
         raise UsageError("--rerank-weight needs --rerank-with RUN (a reverse-direction run)")
-    beam_size, length_penalty = request.beam_size, request.length_penalty
     if request.rerank_with:
-        if beam_size == 1:
+        if request.beam_size == 1:
             raise UsageError("--rerank-with reranks a beam: give --beam-size 2 or more")
         min_beam = max(min_beam, RERANK_MIN_BEAM)
-    paths = find_run(request.run)
     target = select_device(request.device or "auto")
     use_threads(request.threads, level=logging.DEBUG)  # translate stays a quiet filter
-    trained = load_trained(paths, target)
+    trained = _load_main(request, target)
     dtype = resolve_precision(trained.config.train.precision, target)
-    beam_size = beam_size or max(trained.config.decoding.beam_size, min_beam)
     settings = DecodeSettings.from_config(
-        trained.config.decoding, target, dtype, beam_size=beam_size, length_penalty=length_penalty
-    )
-    if length_penalty is not None and settings.beam_size == 1:
+        trained.config.decoding, target, dtype, beam_size=request.beam_size,
+        length_penalty=request.length_penalty, min_beam=min_beam,
+    )  # fmt: skip
+    if request.length_penalty is not None and settings.beam_size == 1:
         log.warning("--length-penalty has no effect on greedy decoding; give --beam-size 2 or more")
     model = _ensemble_of(trained, request.ensemble, target)
     weight = 1.0 if request.rerank_weight is None else request.rerank_weight
-    return Decoding(
-        trained, model, settings, _reranker(trained, request.rerank_with, weight, target)
-    )
+    reranker = _reranker(trained, request.rerank_with, weight, target)
+    return TorchTranslator(trained, model, settings, reranker, ensemble=request.ensemble,
+                           rerank_with=request.rerank_with)  # fmt: skip
+
+
+def load_run(
+    run: str | Path | None, target: torch.device, *, option: str = "--run"
+) -> TrainedModel:
+    """The trained run `run` (None: the one last trained from here) on `target`; an exported
+    folder is refused, naming `option`: only a tfm run has the model these options need."""
+    if run is not None and is_export(run):
+        raise UsageError(
+            f"{option} {run}: a CTranslate2 export cannot be used here; give the tfm run "
+            "directory it was exported from"
+        )
+    return load_trained(find_run(run), target)
+
+
+def _load_main(request: DecodeRequest, target: torch.device) -> TrainedModel:
+    """The requested run with its best.pt (or last.pt), or with `request.checkpoint`; a corrupt
+    best.pt is an error that advises `--checkpoint` with one of the run's checkpoints."""
+    paths = find_run(request.run)
+    if request.checkpoint is not None:
+        return load_trained(paths, target, model_file=_checkpoint_file(paths, request.checkpoint))
+    try:
+        return load_trained(paths, target)
+    except CorruptCheckpointError as exc:
+        found = sorted(paths.checkpoints.glob("step-*.pt"))  # step-00000400.pt: by step
+        newest = f" (newest: {found[-1]})" if found else ""
+        advice = f"give --checkpoint FILE, one of the run's checkpoints in {paths.checkpoints}"
+        message = str(exc).removesuffix("use an earlier checkpoint").rstrip("; ")
+        raise CorruptCheckpointError(f"{message}; {advice}{newest}") from exc
+
+
+def _checkpoint_file(paths: RunPaths, checkpoint: str | Path) -> Path:
+    """`--checkpoint` as given, or inside the run directory when that is where it is."""
+    path = Path(checkpoint)
+    if not path.is_file() and not path.is_absolute() and (paths.root / path).is_file():
+        return paths.root / path
+    if not path.is_file():
+        raise UsageError(f"--checkpoint {checkpoint}: no such file (nor in {paths.root})")
+    return path
 
 
 def _ensemble_of(
@@ -95,7 +166,7 @@ def _ensemble_of(
 ) -> Model:
     """`trained`'s model alone, or an `Ensemble` of it and the models of the runs `others`,
     which must use the same tokenizer (the same tokens under the same ids)."""
-    loaded = [(other, load_trained(find_run(other), target)) for other in others]
+    loaded = [(other, load_run(other, target, option="--ensemble")) for other in others]
     model = _combined(trained, loaded, "--ensemble")
     if others:
         log.info("decoding with an ensemble of %d models", len(others) + 1)
@@ -129,7 +200,7 @@ def _reranker(
     if not runs:
         return None
     ours = trained.config.data
-    loaded = [(name, load_trained(find_run(name), target)) for name in runs]
+    loaded = [(name, load_run(name, target, option="--rerank-with")) for name in runs]
     for name, reverse in loaded:
         theirs = reverse.config.data
         if not reverse.config.translates(ours.tgt_lang, ours.src_lang):

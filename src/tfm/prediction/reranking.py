@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
+from tfm.prediction.ensemble import Model
 from tfm.prediction.likelihood import sequence_log_probs
-from tfm.prediction.settings import DecodeSettings, Model
+from tfm.prediction.settings import DecodeSettings
 
 Scored = list[tuple[str, float]]  # one sentence's hypotheses (text, score), best first
 

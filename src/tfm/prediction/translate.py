@@ -15,7 +15,8 @@ from tfm.data.batching import inference_batches, pad
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from tfm.device import autocast
-from tfm.prediction.settings import DecodeSettings, Model
+from tfm.prediction.ensemble import Model
+from tfm.prediction.settings import DecodeSettings
 from tfm.transformer import Hypothesis, beam_search, greedy_decode
 
 log = logging.getLogger(__name__)
@@ -86,61 +87,12 @@ def _in_batches(
     budget = max(settings.max_tokens // settings.beam_size, 1)
     outputs: list = [None] * len(sources)
     for indices in inference_batches([len(s) for s in clipped], max_tokens=budget):
-        src = pad([clipped[i] for i in indices], PAD_ID).to(settings.device)  # (B, S)
-        with autocast(settings.device, settings.dtype):
+        src = pad([clipped[i] for i in indices], PAD_ID).to(settings.torch_device())  # (B, S)
+        with autocast(settings.torch_device(), settings.torch_dtype()):
             found = search(src, limits)
         for i, output in zip(indices, found, strict=True):
             outputs[i] = output
     return outputs
-
-
-def translate_texts(
-    model: Model,
-    tokenizer: Tokenizer,
-    texts: Sequence[str],
-    settings: DecodeSettings,
-    *,
-    first_line: int = 1,
-) -> list[str]:
-    """Translate sentences; an empty (or blank) input line gives an empty output line.
-    `first_line` is the line number of `texts[0]`, for warnings."""
-    todo, sources = _framed_nonblank(tokenizer, texts)
-    numbers = [first_line + i for i in todo]
-    out_ids = translate_ids(model, sources, settings, numbers=numbers)
-    result = [""] * len(texts)
-    for i, text in zip(todo, tokenizer.decode_tgt(out_ids), strict=True):
-        result[i] = text
-    return result
-
-
-def translate_texts_nbest(
-    model: Model,
-    tokenizer: Tokenizer,
-    texts: Sequence[str],
-    settings: DecodeSettings,
-    n_best: int,
-    *,
-    first_line: int = 1,
-) -> list[list[tuple[str, float]]]:
-    """The `n_best` translations of each sentence with their scores, best first; a blank input
-    line gives `n_best` empty translations scored 0 (the empty output is certain)."""
-    todo, sources = _framed_nonblank(tokenizer, texts)
-    numbers = [first_line + i for i in todo]
-    found = translate_nbest_ids(model, sources, settings, n_best, numbers=numbers)
-    result = [[("", 0.0)] * n_best for _ in texts]
-    for i, hypotheses in zip(todo, found, strict=True):
-        decoded = tokenizer.decode_tgt([h.tokens for h in hypotheses])
-        result[i] = [(text, h.score) for text, h in zip(decoded, hypotheses, strict=True)]
-    return result
-
-
-def _framed_nonblank(
-    tokenizer: Tokenizer, texts: Sequence[str]
-) -> tuple[list[int], list[list[int]]]:
-    """The indices of the non-blank texts, and those texts encoded and framed (ids + EOS)."""
-    todo = [i for i, t in enumerate(texts) if t.strip()]
-    encoded = tokenizer.encode_src([texts[i].strip() for i in todo])
-    return todo, [ids + [EOS_ID] for ids in encoded]
 
 
 def split_nbest(

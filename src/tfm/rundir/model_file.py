@@ -83,9 +83,12 @@ class TrainedModel:
     step: int
 
 
-def load_trained(paths: RunPaths, device: torch.device) -> TrainedModel:
-    """Load best.pt (or last.pt), check that the tokenizer belongs to it, and build the model."""
-    path = paths.best if paths.best.is_file() else paths.last
+def load_trained(
+    paths: RunPaths, device: torch.device, *, model_file: Path | None = None
+) -> TrainedModel:
+    """Load best.pt (or last.pt, or `model_file`: a model file or step checkpoint of the run),
+    check that the tokenizer belongs to it, and build the model."""
+    path = model_file or (paths.best if paths.best.is_file() else paths.last)
     state = load_model_file(path)
     tokenizer = Tokenizer.load(paths.root)
     args = state["model_args"]
@@ -103,4 +106,5 @@ def load_trained(paths: RunPaths, device: torch.device) -> TrainedModel:
     model.load_state_dict(state["model"])
     model.to(device).eval()
     config = load_config(paths.config, stored=True)
-    return TrainedModel(model, tokenizer, config, paths, int(state.get("step", 0)))
+    step = state["step"] if "step" in state else state.get("progress", {}).get("step", 0)
+    return TrainedModel(model, tokenizer, config, paths, int(step))

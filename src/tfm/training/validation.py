@@ -21,7 +21,9 @@ def validate_and_checkpoint(session: Session) -> bool:
     t, p = session.config.train, session.progress
     settings = DecodeSettings.from_config(session.config.decoding, session.device, session.dtype)
     split = session.validation_split
-    scores, hypotheses = evaluate_split(session.model, session.tokenizer, split, settings)
+    scores, hypotheses = evaluate_split(
+        session.model, session.tokenizer, split, settings, tgt_lang=session.config.data.tgt_lang
+    )
     session.validated_step = p.step
     event = {
         "step": p.step,

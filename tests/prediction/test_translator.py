@@ -1,0 +1,118 @@
+"""The Translator: settings resolved once and replaceable per call, one rule for the beam size,
+n-best lists of distinct texts, and `--checkpoint` for when best.pt is bad."""
+
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from tfm.cli import app
+from tfm.config import DecodingConfig
+from tfm.errors import UsageError
+from tfm.prediction.line_search import LineTranslator
+from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.translator import open_translator
+
+SENTENCES = ["i see the dog", "the big dog sees the small cat", "we hope that he sleeps"]
+PIECES = {1: "a", 2: "b", 3: "ab", 4: "c", 5: "d"}
+
+
+class Pieces:
+    """A tokenizer of single characters whose output pieces 1 2 and 3 both read "ab"."""
+
+    def encode_src(self, texts):
+        return [[ord(c) for c in text] for text in texts]
+
+    def decode_tgt(self, ids):
+        return ["".join(PIECES[i] for i in seq) for seq in ids]
+
+
+class FixedBeam(LineTranslator):
+    """An engine whose beam is always the same four hypotheses, two of them the same text."""
+
+    engine = "fixed"
+
+    def __init__(self, beam_size: int) -> None:
+        self.tokenizer = Pieces()  # type: ignore[assignment]
+        self.settings = DecodeSettings(beam_size=beam_size)
+        self.step = None
+
+    def search_best(self, sources, settings, numbers):
+        return [[1, 2] for _ in sources]
+
+    def search_beam(self, sources, settings, numbers):
+        beam = [([1, 2], -0.1), ([3], -0.2), ([4], -0.3), ([5], -0.4)]
+        return [beam[: settings.beam_size] for _ in sources]
+
+
+def test_n_best_lists_distinct_texts_filled_from_the_rest_of_the_beam():
+    translator = FixedBeam(beam_size=4)
+    found = translator.nbest(["x", " ", "y"], 3)
+    assert found[0] == found[2] == [("ab", -0.1), ("c", -0.3), ("d", -0.4)]
+    assert found[1] == [("", 0.0)]  # a blank line: one empty translation, certain
+    narrow = replace(translator.settings, beam_size=2)  # the whole beam holds one text
+    assert translator.nbest(["x"], 2, settings=narrow) == [[("ab", -0.1)]]
+    with pytest.raises(UsageError, match="n_best=3 needs a beam of 3 or more, not 2"):
+        translator.nbest(["x"], 3, settings=narrow)
+
+
+def test_the_beam_is_the_requested_one_else_the_configs_but_at_least_min_beam():
+    config = DecodingConfig(beam_size=4, length_penalty=0.3)
+
+    def resolved(**given) -> tuple[int, float]:
+        settings = DecodeSettings.from_config(config, "cpu", "float32", **given)
+        return settings.beam_size, settings.length_penalty
+
+    assert resolved() == (4, 0.3)
+    assert resolved(min_beam=6) == (6, 0.3)
+    assert resolved(min_beam=2) == (4, 0.3)
+    assert resolved(beam_size=2, min_beam=6, length_penalty=1.0) == (2, 1.0)
+
+
+def test_opened_settings_and_settings_replaced_per_call(trained_run):
+    own = open_translator(DecodeRequest(run=trained_run, device="cpu"))
+    assert (own.engine, own.settings.beam_size, own.settings.length_penalty) == ("torch", 1, 0.6)
+    assert own.step == 200 and own.config.decoding.max_len_b == 5
+    assert open_translator(DecodeRequest(run=trained_run), min_beam=3).settings.beam_size == 3
+    wide = open_translator(DecodeRequest(run=trained_run, beam_size=4, length_penalty=1.5))
+    per_call = replace(own.settings, beam_size=4, length_penalty=1.5)
+    assert own.translate(SENTENCES, settings=per_call) == wide.translate(SENTENCES)
+    assert own.nbest(SENTENCES, 3, settings=per_call) == wide.nbest(SENTENCES, 3)
+    with pytest.raises(UsageError):
+        own.nbest(SENTENCES, 3)  # its own beam is 1: the settings were not changed
+    assert [len(found) for found in wide.nbest(SENTENCES, 4)] == [4, 4, 4]
+
+
+def invoke(*args) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(arg) for arg in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_checkpoint_decodes_with_a_model_file_of_the_run(copy_of_trained_run):
+    run = copy_of_trained_run
+    checkpoints = run / "checkpoints"
+    step_200, step_100 = checkpoints / "step-00000200.pt", "checkpoints/step-00000100.pt"
+    (run / "best.pt").rename(run / "old-best.pt")  # so that the run decodes with last.pt
+    code, last, _ = invoke("translate", "--run", run, *SENTENCES)
+    assert code == 0 and len(last.splitlines()) == 3
+    code, out, err = invoke("translate", "--run", run, "--checkpoint", step_200, *SENTENCES)
+    assert (code, out) == (0, last), err  # the same weights as last.pt
+    code, out, err = invoke("eval", "--run", run, "--checkpoint", step_100, "--json")
+    assert code == 0 and '"step": 100' in out, err  # relative to the run directory
+    code, _, err = invoke("translate", "--run", run, "--checkpoint", "nope.pt", "a dog")
+    assert code == 2
+    assert err.splitlines()[-1] == f"tfm: error: --checkpoint nope.pt: no such file (nor in {run})"
+
+
+def test_a_corrupt_best_pt_advises_checkpoint_which_then_works(copy_of_trained_run):
+    run = copy_of_trained_run
+    best = run / "best.pt"
+    best.write_bytes(best.read_bytes()[: best.stat().st_size // 2])
+    code, _, err = invoke("translate", "--run", run, "a dog")
+    assert code == 1 and err.count("tfm: error:") == 1
+    assert f"tfm: error: checkpoint {best} is truncated or corrupted" in err
+    newest = run / "checkpoints" / "step-00000200.pt"
+    advice = f"give --checkpoint FILE, one of the run's checkpoints in {run / 'checkpoints'}"
+    assert err.endswith(f"; {advice} (newest: {newest})\n")
+    code, out, err = invoke("translate", "--run", run, "--checkpoint", newest, "a dog")
+    assert code == 0 and out.strip() != "", err
