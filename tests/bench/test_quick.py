@@ -153,7 +153,7 @@ def test_pairs(script, capsys):
         "derived",
         "small-batch",
     ] * 2  # as they come, then the table
-    for variant, plan, steps, bleu, chrf, unk in rows:
+    for _variant, plan, steps, bleu, chrf, unk in rows:
         assert "vocab 1000" in plan and "beam 5" in plan and int(steps) >= 1
         assert 0 <= float(bleu) <= 100 and 0 <= float(chrf) <= 100 and float(unk) == 0
     assert "batch 1024" in rows[1][1]  # the variant's key over the recipe's
