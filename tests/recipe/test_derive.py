@@ -85,6 +85,16 @@ def test_dropout_grows_with_the_epochs_a_small_corpus_gets():
     assert planned(5_000).derived["model"]["dropout"] == 0.3  # 98 epochs
 
 
+def test_the_best_model_is_chosen_by_chrf_where_bleu_cannot_tokenize_the_target():
+    settings = Settings(given={})
+    settings.set("tokenizer", "vocab_size", 4000)
+    figures = tokens(10_000)
+    derive(settings, texts(10_000, 9_000), figures, batches_per_epoch=lambda n: 60, gpu=False,
+           minutes=None, clock=None, bleu_ready=False)  # fmt: skip
+    assert settings.derived["train"]["early_stopping_metric"] == "chrf"
+    assert planned(10_000).derived["train"]["early_stopping_metric"] == "bleu"
+
+
 def test_what_the_config_gives_is_kept_and_the_rest_follows_it():
     given = {"model": {"d_model": 512}, "train": {"lr": 3e-4, "warmup_steps": 100}}
     settings = planned(30_000, given=given)

@@ -25,7 +25,8 @@ The rules, in the order they are applied:
 - validation 8 times in the run (fewer when validation is slow: at most 15% of a time budget);
   no early stopping under the cosine decay (it is planned to its end), else patience half the
   validations (none under 6); checkpoints every 3% of the steps, the last 5 averaged;
-- decoding: beam 5.
+- decoding: beam 5; the best checkpoint by BLEU, or by chrF where sacreBLEU's tokenizer for the
+  target language is not installed (BLEU on unsegmented Japanese says little).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ RECIPE_KEYS = {
     "train": (
         "max_tokens", "max_steps", "max_epochs", "lr", "warmup_steps", "schedule",
         "decay_steps", "label_smoothing", "validate_every", "patience", "checkpoint_every",
-        "keep_last", "average_last",
+        "keep_last", "average_last", "early_stopping_metric",
     ),
     "decoding": ("beam_size",),
 }  # fmt: skip
@@ -163,10 +164,12 @@ def derive(
     gpu: bool,
     minutes: float | None,
     clock: Clock | None,
+    bleu_ready: bool = True,
 ) -> None:
     """Apply the rules (module docstring) to every recipe key `settings` does not give, after
     the vocabulary (derived before BPE; see `plan.py`). `clock` times steps under a time
-    budget (`minutes`), and is None without one."""
+    budget (`minutes`), and is None without one; `bleu_ready` says whether sacreBLEU's
+    tokenizer for the target language is installed."""
     max_tokens = settings.get("train", "max_tokens") or batch_tokens(tokens, gpu=gpu)
     settings.set("train", "max_tokens", max_tokens)
     max_tokens = settings.get("train", "max_tokens")
@@ -208,6 +211,7 @@ def derive(
     settings.set("train", "average_last", average)
     settings.set("train", "keep_last", max(average * 2, 3))
     settings.set("decoding", "beam_size", 5)
+    settings.set("train", "early_stopping_metric", "bleu" if bleu_ready else "chrf")
 
 
 def _shape_and_length(

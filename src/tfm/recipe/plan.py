@@ -27,6 +27,7 @@ from tfm.data.pipeline import EncodedSplit, load_texts, prepare_splits
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import ConfigError
+from tfm.evaluation import bleu_tokenizer_for
 from tfm.recipe.calibration import Calibration
 from tfm.recipe.checks import check_texts
 from tfm.recipe.derive import RECIPE_KEYS, Settings, derive, vocab_size
@@ -117,6 +118,7 @@ def plan_run(
             gpu=device.type == "cuda",
             minutes=config.train.max_minutes,
             clock=_clock(sized, train, device, dtype) if config.train.max_minutes else None,
+            bleu_ready=bleu_tokenizer_for(config.data.tgt_lang)[1],
         )
         plan.lines += settings.lines
         plan.steps = settings.steps
