@@ -267,6 +267,42 @@ def _write_lines(lines: list[str]) -> None:
         sys.stdout.flush()
 
 
+@app.command("rerank-sweep")
+@_command
+def rerank_sweep(
+    rerank_with: RerankWithOption = None,
+    run: RunOption = None,
+    ensemble: EnsembleOption = None,
+    weights: Annotated[
+        list[float] | None,
+        typer.Option(
+            "--weight", min=0.0, help="A weight to try (repeatable; default: 0 1 2 3 3.5 4 5)."
+        ),
+    ] = None,
+    choose_by: Annotated[
+        str, typer.Option(help="The validation score that chooses: bleu_lowercase or bleu.")
+    ] = "bleu_lowercase",
+    checkpoint: CheckpointOption = None,
+    device: DeviceOption = None,
+    beam_size: BeamOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    threads: ThreadsOption = None,
+) -> None:
+    """Choose --rerank-weight on the validation split: one row of validation and test BLEU per
+    weight (the beam decoded and scored once per split), then the weight chosen and its test
+    scores."""
+    from tfm.commands.rerank_sweep import DEFAULT_WEIGHTS, format_sweep
+    from tfm.commands.rerank_sweep import rerank_sweep as sweep
+    from tfm.prediction.settings import DecodeRequest
+
+    request = DecodeRequest(
+        run=run, checkpoint=checkpoint, device=device, beam_size=beam_size,
+        length_penalty=length_penalty, ensemble=ensemble or (), rerank_with=rerank_with or (),
+        threads=threads,
+    )  # fmt: skip
+    typer.echo(format_sweep(sweep(request, weights or DEFAULT_WEIGHTS, choose_by=choose_by)))
+
+
 # --- pictures ------------------------------------------------------------------------------------
 
 
