@@ -7,7 +7,10 @@ Configuration
 Data
     `load_texts(config.data, split)` -> (sources, targets, report); `encode_split` into ids with a
     tokenizer; `generate_toy_corpus(n_train, n_validation, n_test, seed)`, the built-in corpus;
-    `inference_batches` and `pad` batch ids as decoding does; `PAD_ID`, `BOS_ID`, `EOS_ID`.
+    `inference_batches` and `pad` batch ids as decoding does.
+Tokenizer
+    `Tokenizer`, `train_tokenizer`, `untrained`, `wants_byte_fallback`; the ids `PAD_ID`,
+    `BOS_ID`, `EOS_ID`, `UNK_ID`; `SPECIAL_TOKENS` and `BYTE_TOKENS`.
 Model and search
     `ModelArgs`, `build_model` -> `Transformer`; `greedy_decode`, `beam_search`;
     `sinusoidal_table`, the §3.5 positional table.
@@ -27,7 +30,18 @@ from tfm.config import Config, load_config
 from tfm.data import batching
 from tfm.data.batching import EpochData, inference_batches, pad, padding_share
 from tfm.data.pipeline import encode_split, load_texts
-from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from tfm.data.tokenizer import (
+    BOS_ID,
+    BYTE_TOKENS,
+    EOS_ID,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    UNK_ID,
+    Tokenizer,
+    train_tokenizer,
+    untrained,
+    wants_byte_fallback,
+)
 from tfm.data.toy import generate as generate_toy_corpus
 from tfm.deploy import export_run
 from tfm.evaluation import score_translations
@@ -56,8 +70,11 @@ from tfm.transformer import (
 
 __all__ = [
     "BOS_ID",
+    "BYTE_TOKENS",
     "EOS_ID",
     "PAD_ID",
+    "SPECIAL_TOKENS",
+    "UNK_ID",
     "CheckpointStore",
     "Config",
     "DataParallel",
@@ -70,6 +87,7 @@ __all__ = [
     "RunPaths",
     "Session",
     "StopFlag",
+    "Tokenizer",
     "Transformer",
     "batching",
     "beam_search",
@@ -94,5 +112,8 @@ __all__ = [
     "step",
     "teacher_forced_loss",
     "train",
+    "train_tokenizer",
     "translate_ids",
+    "untrained",
+    "wants_byte_fallback",
 ]
