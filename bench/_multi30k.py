@@ -1,5 +1,5 @@
 """Shared set-up for the benchmarks that train or decode with tfm's own code (`decode_speed.py`,
-`train_speed.py`, `cuda_precision.py`, `multi30k.py`, `rerank_sweep.py`): where the Multi30k copy
+`train_speed.py`, `cuda_precision.py`, `multi30k.py`): where the Multi30k copy
 is, the German-English config, the tiny toy config of every `--quick` run, a real training
 `Session` in a throw-away run directory, memory readings and the median of paired ratios. Not a
 benchmark itself.
@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tfm.config import Config, load_config  # noqa: E402
+from tfm.api import Config, load_config  # noqa: E402
 
 if TYPE_CHECKING:
-    from tfm.training.data_parallel import DataParallel
-    from tfm.training.session import Session
+    from tfm.api import DataParallel, Session
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "multi30k"
@@ -119,10 +118,7 @@ def training_session(
     """tfm's own training session (tokenizer, model, AdamW, epoch plan) of `bench_config` and its
     one-process DataParallel, in a temporary run directory. The working directory moves there
     too, so the run is not remembered as the user's last run."""
-    from tfm.training import StopFlag
-    from tfm.training.data_parallel import DataParallel
-    from tfm.training.distributed import Replicas
-    from tfm.training.session import open_session
+    from tfm.api import DataParallel, Replicas, StopFlag, open_session
 
     cwd = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="tfm-bench-") as tmp:

@@ -103,8 +103,7 @@ def _seconds(values: Sequence[float]) -> str:
 
 def quick_run(directory: Path) -> Path:
     """A tiny toy run trained in `directory` (seconds), without being remembered as the last run."""
-    from tfm.config import load_config
-    from tfm.training import train
+    from tfm.api import load_config, train
 
     cwd = os.getcwd()
     os.chdir(directory)

@@ -21,7 +21,7 @@ import torch
 from _multi30k import add_data_options, summary, training_session
 from train_speed import first_batches, twin
 
-from tfm.training import optimizer_step
+from tfm.api import optimizer_step
 
 
 def main(argv: list[str] | None = None) -> None:

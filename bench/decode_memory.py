@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from _multi30k import machine  # noqa: E402
 from cold_start import quick_run  # noqa: E402
 
-from tfm.data.toy import generate  # noqa: E402
+from tfm.api import generate_toy_corpus  # noqa: E402
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 FULL_SIZES = (5_000, 50_000)
@@ -39,7 +39,7 @@ SEED = 20_251  # not the toy corpus's default seed: sentences the run has not se
 
 def write_lines(folder: Path, n: int) -> tuple[Path, Path]:
     """`n` toy pairs as folder/{n}.en and folder/{n}.de, one sentence a line."""
-    pairs = generate(n_train=n, n_validation=0, n_test=0, seed=SEED)["train"]
+    pairs = generate_toy_corpus(n_train=n, n_validation=0, n_test=0, seed=SEED)["train"]
     src, ref = folder / f"{n}.en", folder / f"{n}.de"
     src.write_text("".join(en + "\n" for en, _ in pairs), encoding="utf-8")
     ref.write_text("".join(de + "\n" for _, de in pairs), encoding="utf-8")

@@ -1,6 +1,6 @@
 """Decoding speed on the Multi30k test2016 set (issue 7): tfm's batched, cached greedy decoding
 (`prediction.translate.translate_ids`) against naive decoding, one sentence at a time without a
-key/value cache (`greedy_decode_uncached`); and beam search (beam 5) against greedy.
+key/value cache (`_naive_decoding.naive_greedy`); and beam search (beam 5) against greedy.
 
     PYTHONPATH=src python bench/decode_speed.py            # a few minutes on 2 CPU cores
     PYTHONPATH=src python bench/decode_speed.py --short    # 200 sentences, 2 rounds, about 30 s
@@ -25,6 +25,7 @@ cores that other jobs share, decoding's many small operations stall and vary 5-1
 
 import argparse
 import logging
+import math
 import os
 import statistics
 import time
@@ -33,16 +34,24 @@ from pathlib import Path
 
 import torch
 from _multi30k import add_data_options, machine, summary, training_session
+from _naive_decoding import naive_greedy
 
-from tfm.data.batching import inference_batches, pad
-from tfm.data.pipeline import encode_split, load_texts
-from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from tfm.prediction.settings import DecodeSettings
-from tfm.prediction.translate import translate_ids
-from tfm.rundir.model_file import load_trained
-from tfm.rundir.paths import RunPaths
-from tfm.training import optimizer_step
-from tfm.transformer import Transformer, beam_search, greedy_decode_uncached
+from tfm.api import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    DecodeSettings,
+    RunPaths,
+    Transformer,
+    beam_search,
+    encode_split,
+    inference_batches,
+    load_texts,
+    load_trained,
+    optimizer_step,
+    pad,
+    translate_ids,
+)
 
 log = logging.getLogger("bench.decode_speed")
 
@@ -52,11 +61,9 @@ def decode_uncached(model: Transformer, sources: Sequence[list[int]], s: DecodeS
     model.eval()
     outputs = []
     for ids in sources:
-        result = greedy_decode_uncached(
-            model, pad([ids], PAD_ID), bos_id=BOS_ID, eos_id=EOS_ID,
-            max_len_a=s.max_len_a, max_len_b=s.max_len_b,
-        )  # fmt: skip
-        outputs.append(result.tokens[0])
+        limit = min(max(math.floor(s.max_len_a * len(ids) + s.max_len_b), 1), model.max_len)
+        outputs += naive_greedy(model, pad([ids], PAD_ID), bos_id=BOS_ID, eos_id=EOS_ID,
+                                limit=limit)  # fmt: skip
     return outputs
 
 

@@ -24,16 +24,16 @@ from pathlib import Path
 
 from tokenizers import Regex, pre_tokenizers, trainers
 
-from tfm.data.tokenizer import (
+from tfm.api import (
     BYTE_TOKENS,
     SPECIAL_TOKENS,
     UNK_ID,
     Tokenizer,
+    generate_toy_corpus,
     train_tokenizer,
     untrained,
     wants_byte_fallback,
 )
-from tfm.data.toy import generate
 
 PAIRS = ("en-fr", "en-it", "en-tr", "en-uk", "en-he", "en-ja")
 UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")  # kana, kanji/hanzi
@@ -63,7 +63,7 @@ def read_pair(folder: Path) -> dict[str, tuple[list[str], list[str]]]:
 
 
 def quick_pairs() -> dict[str, dict[str, tuple[list[str], list[str]]]]:
-    pairs = generate(n_train=300, n_validation=0, n_test=50, seed=3)
+    pairs = generate_toy_corpus(n_train=300, n_validation=0, n_test=50, seed=3)
     japanese = {"train": JAPANESE[:5] * 20, "test": JAPANESE[3:]}
     return {
         "en-de (toy)": {s: sides(pairs[s]) for s in ("train", "test")},

@@ -49,7 +49,7 @@ def default_data() -> Path:
 
 def test_sentences(run: Path, data: Path, n: int) -> tuple[list[str], list[str]]:
     """The first `n` test2016 sources of the run's source language, and their references."""
-    from tfm.config import load_config
+    from tfm.api import load_config
 
     languages = load_config(run / "config.yaml", stored=True).data
     sides = []
@@ -63,9 +63,7 @@ def test_sentences(run: Path, data: Path, n: int) -> tuple[list[str], list[str]]
 
 def quick_run(folder: Path) -> tuple[Path, list[str], list[str]]:
     """A toy run trained for a few seconds, and its 50 test sentences with references."""
-    from tfm.config import load_config
-    from tfm.data.pipeline import load_texts
-    from tfm.training import train
+    from tfm.api import load_config, load_texts, train
 
     config = load_config(None, [f"run_dir={folder / 'run'}", *QUICK_RUN])
     train(config, progress_bar=False)
@@ -103,8 +101,7 @@ def _decoder(engine: str, model: str, n_threads: int):
     `model` is the run (engine "tfm") or the exported folder, opened as a Translator."""
     from dataclasses import replace
 
-    from tfm.prediction.settings import DecodeRequest
-    from tfm.prediction.translator import open_translator
+    from tfm.api import DecodeRequest, open_translator
 
     translator = open_translator(DecodeRequest(run=model, device="cpu", threads=n_threads))
     return lambda lines, beam: translator.translate(
@@ -127,7 +124,7 @@ def benchmark(run: Path, lines: list[str], refs: list[str] | None, *, rounds: in
               beams=(1, 5), threads=(1, 2)) -> list[dict]:  # fmt: skip
     """One row per engine, beam size and thread count (see `table`), measured in `rounds`
     rounds of the three engines."""
-    from tfm.deploy import export_run
+    from tfm.api import export_run
 
     models = {"tfm": run}
     for engine, quantization in QUANTIZATION.items():
@@ -150,7 +147,7 @@ def table(results: dict[tuple, list], peaks: dict[str, float], n: int, refs) -> 
     """Per (engine, beam, threads): median sentences/s; median of the per-round ratios to tfm
     greedy on one thread ("ratio") and to tfm with the same search and threads ("vs_tfm"); the
     engine's peak MiB; BLEU of its outputs when there are references."""
-    from tfm.evaluation import score_translations
+    from tfm.api import score_translations
 
     rows = []
     for (engine, beam, n_threads), measured in results.items():

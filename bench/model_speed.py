@@ -26,15 +26,16 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tfm.loss import projected_loss_sum  # noqa: E402
-from tfm.transformer import (  # noqa: E402
+from _naive_decoding import naive_greedy  # noqa: E402
+
+from tfm.api import (  # noqa: E402
     ModelArgs,
     Transformer,
     build_model,
     greedy_decode,
-    greedy_decode_uncached,
+    projected_loss_sum,
+    sinusoidal_table,
 )
-from tfm.transformer.embedding import sinusoidal_table  # noqa: E402
 
 log = logging.getLogger("bench.model_speed")
 PAD, BOS = 0, 1
@@ -219,19 +220,22 @@ def bench_decoding(args: argparse.Namespace) -> None:
         src[row, :length] = torch.randint(4, args.sizes["vocab"], (length,), generator=generator)
     # An EOS id the model never emits: every sentence runs the full `output_len` steps.
     options = dict(bos_id=BOS, eos_id=-1, max_len_a=0.0, max_len_b=args.output_len)
+    limit = min(args.output_len, model.max_len)
     cached = greedy_decode(model, src, **options).tokens
-    uncached = greedy_decode_uncached(model, src, **options).tokens
+    uncached = naive_greedy(model, src, bos_id=BOS, eos_id=-1, limit=limit)
     if cached != uncached:
         raise SystemExit("cached and uncached greedy decoding disagree")
 
-    def run(decode: Callable, _: object) -> float:
+    def run(decode: Callable[[], object], _: object) -> float:
         start = time.perf_counter()
-        decode(model, src, **options)
+        decode()
         return args.sentences / (time.perf_counter() - start)
 
     variants = {
-        "cached": lambda unit: run(greedy_decode, unit),
-        "uncached": lambda unit: run(greedy_decode_uncached, unit),
+        "cached": lambda unit: run(lambda: greedy_decode(model, src, **options), unit),
+        "uncached": lambda unit: run(
+            lambda: naive_greedy(model, src, bos_id=BOS, eos_id=-1, limit=limit), unit
+        ),
     }
     rates = interleaved(variants, list(range(args.decode_rounds)))
     report(f"greedy decoding, {args.sentences} sources of 15-25 tokens, {args.output_len} output "

@@ -201,8 +201,7 @@ def best_alpha(options: list[str], alphas: list[float]) -> float:
 
 def training_minutes(run: Path) -> float:
     """The training clock (`train.max_minutes` counts it) of the checkpoint a resume would take."""
-    from tfm.rundir.paths import RunPaths
-    from tfm.rundir.store import CheckpointStore
+    from tfm.api import CheckpointStore, RunPaths
 
     newest = CheckpointStore(RunPaths(run).checkpoints).latest_loadable()
     return newest.state["progress"]["elapsed_s"] / 60
@@ -213,7 +212,7 @@ def parameters(run: Path) -> str:
     written from a GPU before tied weights were kept tied held them once per name)."""
     import torch
 
-    from tfm.transformer import ModelArgs, build_model
+    from tfm.api import ModelArgs, build_model
 
     state = torch.load(run / "best.pt", weights_only=True, map_location="cpu")
     model = build_model(ModelArgs.from_stored(state["model_args"]))

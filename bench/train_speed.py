@@ -42,16 +42,21 @@ from collections.abc import Iterator
 import torch
 from _multi30k import add_data_options, machine, rss_mib, summary, training_session
 
-from tfm.data import batching
-from tfm.data.batching import EpochData, padding_share
-from tfm.prediction.likelihood import teacher_forced_loss
-from tfm.prediction.settings import DecodeSettings
-from tfm.training import StopFlag, optimizer_step, step
-from tfm.training.data_parallel import DataParallel
-from tfm.training.distributed import Replicas
-from tfm.training.schedule import build_optimizer
-from tfm.training.session import Session
-from tfm.training.state import Progress
+from tfm.api import (
+    DataParallel,
+    DecodeSettings,
+    EpochData,
+    Progress,
+    Replicas,
+    Session,
+    StopFlag,
+    batching,
+    build_optimizer,
+    optimizer_step,
+    padding_share,
+    step,
+    teacher_forced_loss,
+)
 
 log = logging.getLogger("bench.train_speed")
 COMPUTE = ("forward", "loss", "backward", "clip", "optimizer")

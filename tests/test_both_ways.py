@@ -2,11 +2,9 @@
 a model of the reverse direction: it translates German sources into English, and it can rerank
 its own beam (and its ensemble's) as the reverse model, with no second run."""
 
-import importlib.util
 import json
 import shutil
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,17 +13,6 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.prediction.reranking import Reranker
-
-
-@pytest.fixture
-def sweep_script(monkeypatch):
-    """bench/rerank_sweep.py as a module (bench/ on the path, for its shared set-up)."""
-    script = Path(__file__).resolve().parents[1] / "bench" / "rerank_sweep.py"
-    monkeypatch.syspath_prepend(str(script.parent))
-    spec = importlib.util.spec_from_file_location("rerank_sweep", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def invoke(*args: str):
@@ -117,32 +104,42 @@ def test_a_run_whose_last_epochs_went_one_way_is_refused(run, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run, sweep_script):
-    """bench/rerank_sweep.py decodes and scores each split once, then re-sorts per weight: each
-    of its numbers must be `tfm eval`'s for that weight (and W 0 plain beam search's)."""
-    from tfm.prediction.opening import open_torch
-    from tfm.prediction.settings import DecodeRequest
+def test_the_weight_sweep_reports_what_tfm_eval_reports_at_each_weight(run):
+    """`tfm rerank-sweep` decodes and scores each split once, then re-sorts per weight: each of
+    its numbers must be `tfm eval`'s for that weight (and W 0 plain beam search's), and the weight
+    it chooses the best on validation (lowercased BLEU, the smaller on a tie)."""
+    result = invoke("rerank-sweep", "--run", str(run), "--rerank-with", str(run), "--device",
+                    "cpu", "--beam-size", "5", "--weight", "0", "--weight", "2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    *rows, chosen = result.stdout.splitlines()
+    table = {float(row.split(" | ")[0].strip("| ")): row.strip("| ").split(" | ")[1:]
+             for row in rows[2:]}  # fmt: skip
+    assert list(table) == [0.0, 2.0]
+    for weight, flags in ((0.0, []), (2.0, ["--rerank-with", str(run), "--rerank-weight", "2"])):
+        cells = iter(table[weight])
+        for split in ("validation", "test"):
+            found = scores("--run", str(run), "--split", split, "--beam-size", "5", *flags)
+            expected = [f"{found['bleu_lowercase']:.2f}", f"{found['bleu']:.2f}",
+                        str(found["length_ratio"])]  # fmt: skip
+            assert [next(cells) for _ in expected] == expected, (weight, split)
+    best = max(sorted(table), key=lambda weight: float(table[weight][0]))
+    assert chosen.startswith(f"chosen on validation (bleu_lowercase): W {best:g}; test ")
+    assert f"test {table[best][3]} lowercased, {table[best][4]} cased (nrefs:1|" in chosen
 
-    bench = sweep_script
-    request = DecodeRequest(run=run, device="cpu", beam_size=5, rerank_with=[run],
-                            rerank_weight=1.0)  # fmt: skip
-    decoding = open_torch(request)
-    beams = bench.decode_and_score(decoding)
-    table = bench.sweep(decoding.reranker, beams, [0.0, 2.0])
-    keys = ("bleu", "bleu_lowercase", "chrf", "length_ratio")
-    for split in bench.SPLITS:
-        plain = scores("--run", str(run), "--split", split, "--beam-size", "5")
-        assert {k: table[0.0][split][k] for k in keys} == {k: plain[k] for k in keys}
-        reranked = scores("--run", str(run), "--split", split, "--beam-size", "5",
-                          "--rerank-with", str(run), "--rerank-weight", "2")  # fmt: skip
-        assert {k: table[2.0][split][k] for k in keys} == {k: reranked[k] for k in keys}
+
+def test_the_weight_sweep_needs_a_reverse_run(run):
+    result = invoke("rerank-sweep", "--run", str(run), "--device", "cpu")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        "tfm: error: give --rerank-with RUN: the reverse-direction run(s) to rerank with\n"
+    )
 
 
-def test_the_sweep_chooses_the_best_validation_weight_the_smallest_on_a_tie(sweep_script):
-    bench = sweep_script
+def test_the_sweep_chooses_the_best_validation_weight_the_smallest_on_a_tie():
+    from tfm.commands.rerank_sweep import choose
 
     def row(validation: float, test: float) -> dict:
         return {"validation": {"bleu_lowercase": validation}, "test": {"bleu_lowercase": test}}
 
     table = {3.0: row(42.1, 40.0), 0.0: row(41.3, 41.0), 2.0: row(42.1, 41.9), 5.0: row(41.9, 45)}
-    assert bench.choose(table, "bleu_lowercase") == 2.0  # the test column never chooses
+    assert choose(table, "bleu_lowercase") == 2.0  # the test column never chooses

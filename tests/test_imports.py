@@ -89,3 +89,63 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path):
     assert find_cycle(graph) == ["pkg.b", "pkg.sub", "pkg.sub.a", "pkg.b"]
     (package / "b.py").write_text("def f():\n    pass\n")
     assert find_cycle(import_graph(tmp_path, "pkg")) is None
+
+
+# tfm's layers, lowest first: a module imports from its own layer or lower ones, never higher.
+LAYERS = [
+    ("base", ["tfm", "tfm.errors", "tfm.limits", "tfm.threads", "tfm.device"]),
+    ("configuration", ["tfm.config", "tfm.config_show", "tfm.config_reference"]),
+    ("model and data", ["tfm.transformer", "tfm.data", "tfm.loss", "tfm.evaluation"]),
+    ("run directory", ["tfm.rundir"]),
+    ("prediction", ["tfm.prediction"]),
+    ("export, training, pictures", ["tfm.deploy", "tfm.training", "tfm.diagnostics", "tfm.visual"]),
+    ("commands", ["tfm.commands", "tfm.serve"]),
+    ("entry points", ["tfm.cli", "tfm.cli_options", "tfm.api", "tfm.__main__"]),
+]
+# Imports that still go up: (importer, the package it imports from) and why it has not moved yet.
+UPWARD = {
+    ("tfm.data.tokenizer", "tfm.rundir"): "tokenizer.json is written with rundir's atomic writer",
+    ("tfm.prediction.opening", "tfm.deploy"): "is_export: refusing an export where a run is needed",
+    ("tfm.prediction.translator", "tfm.deploy"): "open_translator opens an export by its engine",
+}
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the layer whose longest prefix names `module`."""
+    found = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix or (prefix != "tfm" and module.startswith(prefix + "."))
+    ]
+    assert found, f"{module} is in no layer: add it to LAYERS in tests/test_imports.py"
+    return max(found)[1]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, targets in graph.items() for b in targets if layer_of(b) > layer_of(a)}
+
+
+def excuse(importer: str, imported: str) -> tuple[str, str] | None:
+    """The key of UPWARD that lists the import of `imported` by `importer`, if any."""
+    for key in UPWARD:
+        if importer == key[0] and (imported == key[1] or imported.startswith(key[1] + ".")):
+            return key
+    return None
+
+
+def test_no_module_imports_from_a_higher_layer():
+    graph = import_graph(SRC, "tfm")
+    assert layer_of("tfm.data.tokenizer") < layer_of("tfm.rundir.store") < layer_of("tfm.cli")
+    upward = upward_imports(graph)
+    assert sorted((a, b) for a, b in upward if excuse(a, b) is None) == []
+    assert sorted(UPWARD.keys() - {excuse(a, b) for a, b in upward}) == []  # moved: unlist it
+
+
+def test_an_import_from_a_higher_layer_is_found(tmp_path):
+    package = tmp_path / "tfm"
+    (package / "data").mkdir(parents=True)
+    for path in ("__init__.py", "data/__init__.py", "cli.py"):
+        (package / path).write_text("")
+    (package / "data" / "reader.py").write_text("def f():\n    from tfm.cli import app\n")
+    assert upward_imports(import_graph(tmp_path, "tfm")) == {("tfm.data.reader", "tfm.cli")}

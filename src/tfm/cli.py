@@ -8,10 +8,12 @@ Results go to stdout, logs and errors to stderr. Exit codes: 0 success, 1 runtim
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import os
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -97,6 +99,42 @@ def _command(body: Callable[..., int | None]) -> Callable[..., None]:
     return run
 
 
+# The options that choose and set up a Translator, shared by `tfm eval` and `tfm translate`.
+_DECODING_OPTIONS = {
+    "run": RunOption,
+    "checkpoint": CheckpointOption,
+    "device": DeviceOption,
+    "beam_size": BeamOption,
+    "length_penalty": LengthPenaltyOption,
+    "ensemble": EnsembleOption,
+    "rerank_with": RerankWithOption,
+    "rerank_weight": RerankWeightOption,
+    "threads": ThreadsOption,
+}
+
+
+def _decoding_options(body: Callable[..., None]) -> Callable[..., None]:
+    """`body`'s own options followed by the decoding options, which `body` receives as one dict
+    (keyword `decoding`, the keywords of `DecodeRequest`), all None unless given."""
+    own = [p for p in inspect.signature(body).parameters.values() if p.name != "decoding"]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+        for name, option in _DECODING_OPTIONS.items()
+    ]
+
+    @functools.wraps(body)
+    def run(**options) -> None:
+        decoding = {name: options.pop(name) for name in _DECODING_OPTIONS}
+        return body(**options, decoding=decoding)
+
+    hints = typing.get_type_hints(body, include_extras=True)
+    run.__annotations__ = {**{p.name: hints[p.name] for p in own}, **_DECODING_OPTIONS}
+    run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [p.replace(annotation=hints[p.name]) for p in own] + shared, return_annotation=None
+    )
+    return run
+
+
 def _discard_stdout() -> None:
     """Point stdout at /dev/null, so that flushing it at exit does not fail a second time."""
     try:
@@ -149,28 +187,22 @@ def train(
 
 @app.command("eval")
 @_command
+@_decoding_options
 def evaluate(
-    run: RunOption = None,
     split: Annotated[str, typer.Option(help="train, validation or test.")] = "test",
     src: Annotated[Path | None, typer.Option("--src", help="Source file to score.")] = None,
     ref: Annotated[Path | None, typer.Option("--ref", help="Reference file for --src.")] = None,
     as_json: JsonOption = False,
     output: Annotated[Path | None, typer.Option(help="Write hypotheses here.")] = None,
-    checkpoint: CheckpointOption = None,
-    device: DeviceOption = None,
-    beam_size: BeamOption = None,
-    length_penalty: LengthPenaltyOption = None,
-    ensemble: EnsembleOption = None,
-    rerank_with: RerankWithOption = None,
-    rerank_weight: RerankWeightOption = None,
-    threads: ThreadsOption = None,
+    *,
+    decoding: dict,
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss, exact match and the
     decoding time."""
     from tfm.commands.decode import check_eval_options, evaluate_run
 
     check_eval_options(split, src, ref)
-    translator = _open_translator(locals())
+    translator = _open_translator(decoding)
     scores, _ = evaluate_run(translator, split=split, src=src, ref=ref, output=output)
     if as_json:
         typer.echo(json.dumps(scores, ensure_ascii=False))
@@ -181,17 +213,10 @@ def evaluate(
 
 @app.command()
 @_command
+@_decoding_options
 def translate(
     sentences: Annotated[list[str] | None, typer.Argument(help="Sentences to translate.")] = None,
-    run: RunOption = None,
     file: Annotated[Path | None, typer.Option("--file", help="Translate each line.")] = None,
-    device: DeviceOption = None,
-    beam_size: BeamOption = None,
-    length_penalty: LengthPenaltyOption = None,
-    ensemble: EnsembleOption = None,
-    rerank_with: RerankWithOption = None,
-    rerank_weight: RerankWeightOption = None,
-    checkpoint: CheckpointOption = None,
     n_best: Annotated[
         int | None,
         typer.Option(
@@ -203,7 +228,8 @@ def translate(
             "the reranking score) and translation, separated by tabs; the beam is at least N.",
         ),
     ] = None,
-    threads: ThreadsOption = None,
+    *,
+    decoding: dict,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
     from tfm.commands.decode import check_n_best, translate_batches, translate_batches_nbest
@@ -211,11 +237,11 @@ def translate(
 
     batches = translation_input(sentences or [], file, sys.stdin)
     if n_best is None:
-        for translations in translate_batches(_open_translator(locals()), batches):
+        for translations in translate_batches(_open_translator(decoding), batches):
             _write_lines(translations)
         return
-    check_n_best(n_best, beam_size)
-    translator = _open_translator(locals(), min_beam=n_best)
+    check_n_best(n_best, decoding["beam_size"])
+    translator = _open_translator(decoding, min_beam=n_best)
     done = 0  # lines translated before this batch
     for found in translate_batches_nbest(translator, batches, n_best):
         _write_lines([f"{done + i}\t{score:.4f}\t{text}"
@@ -224,16 +250,13 @@ def translate(
         done += len(found)
 
 
-def _open_translator(options: dict, *, min_beam: int = 1) -> Translator:
+def _open_translator(decoding: dict, *, min_beam: int = 1) -> Translator:
     """The Translator that the decoding options of `tfm eval` and `tfm translate` ask for."""
     from tfm.prediction.settings import DecodeRequest
     from tfm.prediction.translator import open_translator
 
-    names = ("run", "checkpoint", "device", "beam_size", "length_penalty", "rerank_weight",
-             "threads")  # fmt: skip
-    request = DecodeRequest(**{name: options[name] for name in names},
-                            ensemble=options["ensemble"] or (),
-                            rerank_with=options["rerank_with"] or ())  # fmt: skip
+    request = DecodeRequest(**{**decoding, "ensemble": decoding["ensemble"] or (),
+                               "rerank_with": decoding["rerank_with"] or ()})  # fmt: skip
     return open_translator(request, min_beam=min_beam)
 
 
@@ -242,6 +265,42 @@ def _write_lines(lines: list[str]) -> None:
     if lines:
         sys.stdout.write("".join(line + "\n" for line in lines))
         sys.stdout.flush()
+
+
+@app.command("rerank-sweep")
+@_command
+def rerank_sweep(
+    rerank_with: RerankWithOption = None,
+    run: RunOption = None,
+    ensemble: EnsembleOption = None,
+    weights: Annotated[
+        list[float] | None,
+        typer.Option(
+            "--weight", min=0.0, help="A weight to try (repeatable; default: 0 1 2 3 3.5 4 5)."
+        ),
+    ] = None,
+    choose_by: Annotated[
+        str, typer.Option(help="The validation score that chooses: bleu_lowercase or bleu.")
+    ] = "bleu_lowercase",
+    checkpoint: CheckpointOption = None,
+    device: DeviceOption = None,
+    beam_size: BeamOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    threads: ThreadsOption = None,
+) -> None:
+    """Choose --rerank-weight on the validation split: one row of validation and test BLEU per
+    weight (the beam decoded and scored once per split), then the weight chosen and its test
+    scores."""
+    from tfm.commands.rerank_sweep import DEFAULT_WEIGHTS, format_sweep
+    from tfm.commands.rerank_sweep import rerank_sweep as sweep
+    from tfm.prediction.settings import DecodeRequest
+
+    request = DecodeRequest(
+        run=run, checkpoint=checkpoint, device=device, beam_size=beam_size,
+        length_penalty=length_penalty, ensemble=ensemble or (), rerank_with=rerank_with or (),
+        threads=threads,
+    )  # fmt: skip
+    typer.echo(format_sweep(sweep(request, weights or DEFAULT_WEIGHTS, choose_by=choose_by)))
 
 
 # --- pictures ------------------------------------------------------------------------------------
@@ -306,6 +365,16 @@ def data_check(config: ConfigOption, as_json: JsonOption = False) -> None:
 
     report = check_corpus(config)
     typer.echo(json.dumps(report, ensure_ascii=False) if as_json else format_table(report))
+
+
+@data_app.command("prepare")
+@_command
+def data_prepare(config: ConfigOption, overrides: SetOption = None) -> None:
+    """Tokenize the training split into the data cache ahead of training (BPE, token ids,
+    texts); prints the cache entry's folder. Runs on the same data then start at once."""
+    from tfm.commands.prepare import prepare_corpus
+
+    typer.echo(prepare_corpus(config, overrides=overrides or []))
 
 
 config_app = typer.Typer(no_args_is_help=True, help="Show configurations.")
@@ -383,19 +452,3 @@ def export_run(
 
 def main() -> None:
     app()
-
-
-@data_app.command("prepare")
-@_command
-def data_prepare(
-    config: ConfigOption,
-    overrides: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override a config key: section.key=value (repeatable)."),
-    ] = None,
-) -> None:
-    """Tokenize the training split into the data cache ahead of training (BPE, token ids,
-    texts); prints the cache entry's folder. Runs on the same data then start at once."""
-    from tfm.commands.prepare import prepare_corpus
-
-    typer.echo(prepare_corpus(config, overrides=overrides or []))

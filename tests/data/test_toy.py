@@ -5,9 +5,10 @@ import itertools
 import re
 
 import pytest
+from toy_parser import parse, translate
 
 from tfm.data import toy, toy_lexicon
-from tfm.data.toy import generate, translate
+from tfm.data.toy import generate
 
 # (rule, English, German): each rule of the toy grammar on a sentence a German speaker can check.
 GRAMMAR = [
@@ -291,7 +292,7 @@ def test_every_english_word_form_belongs_to_one_entry():
 
 
 def test_impossible_sizes_raise_with_the_numbers(monkeypatch):
-    few = [toy.parse(en) for en in ("the dog sleeps", "the cat sleeps", "i sleep")]
+    few = [parse(en) for en in ("the dog sleeps", "the cat sleeps", "i sleep")]
     monkeypatch.setattr(toy, "draw_sentence", lambda rng: rng.choice(few))
     with pytest.raises(ValueError, match=r"only 3 distinct sentences .* 5 were asked for"):
         generate(n_train=3, n_validation=1, n_test=1)

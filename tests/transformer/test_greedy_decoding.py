@@ -1,8 +1,9 @@
 import pytest
 import torch
 from tiny_models import copy_batch, lively_model, padded_batch
+from transformer_helpers import greedy_decode_uncached
 
-from tfm.transformer import greedy_decode, greedy_decode_uncached
+from tfm.transformer import greedy_decode
 from tfm.transformer.decoding import output_limits
 
 V = 16

@@ -1,10 +1,17 @@
 """Helpers for the transformer tests: weight copying for the parity tests (PyTorch's masks say
-True = may NOT attend; ours say True = may attend)."""
+True = may NOT attend; ours say True = may attend), and the uncached reference decoder."""
 
 import torch
 from torch import Tensor, nn
 
-from tfm.transformer import DecoderLayer, EncoderLayer, MultiHeadAttention
+from tfm.transformer import (
+    DecodeResult,
+    DecoderLayer,
+    EncoderLayer,
+    MultiHeadAttention,
+    Transformer,
+)
+from tfm.transformer.decoding import output_limits
 
 
 def randomize(module: nn.Module, *, seed: int = 0) -> nn.Module:
@@ -52,3 +59,34 @@ def copy_decoder_layer(ours: DecoderLayer, reference: nn.TransformerDecoderLayer
 def causal_for_reference(length: int) -> Tensor:
     """PyTorch's float causal mask: -inf above the diagonal."""
     return nn.Transformer.generate_square_subsequent_mask(length)
+
+
+@torch.inference_mode()
+def greedy_decode_uncached(
+    model: Transformer,
+    src_ids: Tensor,
+    *,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+) -> DecodeResult:
+    """The reference for `greedy_decode`: the same search with no cache and no batch bookkeeping.
+    Every step re-runs the decoder over each sentence's whole prefix (cross-attention keys and
+    values recomputed too), all sentences together until each has ended; then each is cut at its
+    first EOS or its length limit."""
+    limits = output_limits(model, src_ids, max_len_a, max_len_b).tolist()
+    memory = model.encode(src_ids)  # (B, S, D)
+    prefix = src_ids.new_full((src_ids.size(0), 1), bos_id)  # (B, 1 + t)
+    ended = [False] * src_ids.size(0)
+    while not all(ended):
+        next_ids = model.decode(prefix, memory, src_ids)[:, -1].argmax(dim=-1)  # (B,)
+        prefix = torch.cat([prefix, next_ids[:, None]], dim=1)  # (B, 2 + t)
+        t = prefix.size(1) - 1  # tokens generated so far
+        new = next_ids.tolist()
+        ended = [e or t >= n or i == eos_id for e, n, i in zip(ended, limits, new, strict=True)]
+    tokens = []
+    for ids, limit in zip(prefix[:, 1:].tolist(), limits, strict=True):
+        ids = ids[:limit]
+        tokens.append(ids[: ids.index(eos_id)] if eos_id in ids else ids)
+    return DecodeResult(tokens)

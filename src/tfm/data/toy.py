@@ -1,7 +1,7 @@
 """A synthetic English→German corpus with real German grammar, so `tfm train` works offline.
 
     splits = generate(n_train=20000, n_validation=1000, n_test=1000, seed=0)
-    translate("the big dog sees the small cat")  # "Der große Hund sieht die kleine Katze"
+    splits["train"][0]  # an (English, German) pair
 
 A sentence is one clause, optionally followed by "because" and a second clause (German "weil",
 verb last). A clause is a subject, a present-tense verb and what the verb takes: an object
@@ -17,27 +17,16 @@ see two cats") are outside the grammar.
 
 Text format: English is lowercase, space-separated words, no punctuation. German has capitalised
 nouns, a capitalised first word, a comma before "weil" and "dass", and no final full stop.
-`translate` ignores the case of its input and one final full stop. The same English sentence
-always has the same German one, so a perfect model exists.
+The same English sentence always has the same German one, so a perfect model exists.
 """
 
 import itertools
 import random
 
 from tfm.data.toy_grammar import render_english, render_german
-from tfm.data.toy_parser import parse
 from tfm.data.toy_sampler import draw_sentence
 
 MAX_WORDS = 14  # longer draws are redrawn, so a small model sees short sentences
-
-
-def translate(english: str) -> str:
-    """The German translation of an English toy-grammar sentence.
-
-    Raises ValueError naming the unknown word, or what was expected where the sentence leaves
-    the grammar.
-    """
-    return render_german(parse(english))
 
 
 def generate(

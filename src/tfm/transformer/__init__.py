@@ -28,7 +28,6 @@ from tfm.transformer.decoding import (
     beam_search,
     gnmt_length_penalty,
     greedy_decode,
-    greedy_decode_uncached,
 )
 from tfm.transformer.dropout import Dropout
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
@@ -58,7 +57,6 @@ __all__ = [
     "build_model",
     "gnmt_length_penalty",
     "greedy_decode",
-    "greedy_decode_uncached",
     "scaled_dot_product_attention",
     "sinusoidal_table",
 ]

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
-from tfm.transformer.model import DecodeStep, Transformer
+from tfm.transformer.model import DecodeStep
 
 
 class SearchCache(Protocol):
@@ -87,60 +87,19 @@ def greedy_decode(
     newest token; self-attention keys and values are appended step by step, cross-attention keys
     and values are computed once. Each sentence stops at its EOS or its length limit, and leaves
     the batch then. Call `model.eval()` first: dropout stays on in training mode."""
-    return _greedy(
-        model, src_ids, bos_id, eos_id, output_limits(model, src_ids, max_len_a, max_len_b),
-        use_cache=True, return_attention=return_attention,
-    )  # fmt: skip
-
-
-@torch.inference_mode()
-def greedy_decode_uncached(
-    model: Transformer,
-    src_ids: Tensor,
-    *,
-    bos_id: int = 1,
-    eos_id: int = 2,
-    max_len_a: float = 1.5,
-    max_len_b: float = 10,
-) -> DecodeResult:
-    """The reference for `greedy_decode`: the same search, but each step re-runs the decoder over
-    the whole prefix (and recomputes cross-attention keys and values). For tests and benchmarks."""
-    return _greedy(
-        model, src_ids, bos_id, eos_id, output_limits(model, src_ids, max_len_a, max_len_b),
-        use_cache=False, return_attention=False,
-    )  # fmt: skip
-
-
-def _greedy(
-    model: Decodable,
-    src_ids: Tensor,
-    bos_id: int,
-    eos_id: int,
-    limits: Tensor,
-    *,
-    use_cache: bool,
-    return_attention: bool,
-) -> DecodeResult:
-    B = src_ids.size(0)
+    B, limits = src_ids.size(0), output_limits(model, src_ids, max_len_a, max_len_b)  # (B,)
     src_real = src_ids != model.pad_id  # (B, S)
-    memory = model.encode(src_ids)  # (B, S, D)
-    capacity = int(limits.max())
-    cache = model.start_cache(memory, src_ids, capacity=capacity) if use_cache else None
+    cache = model.start_cache(model.encode(src_ids), src_ids, capacity=int(limits.max()))
     active = torch.arange(B, device=src_ids.device)  # original index of each unfinished sentence
     prefix = src_ids.new_full((B, 1), bos_id)  # (B, 1 + t)
     tokens: list[list[int]] = [[] for _ in range(B)]
     rows: list[list[Tensor]] = [[] for _ in range(B)]  # per sentence, per step (L, H, S)
     step = 0
     while active.numel() > 0:
-        if cache is not None:
-            out = model.decode_step(prefix[:, -1:], cache, need_weights=return_attention)
-            logits, cache = out.logits, out.cache  # (B, V)
-        else:  # a Transformer (greedy_decode_uncached): re-run the decoder over the prefix
-            assert isinstance(model, Transformer), "uncached decoding needs one Transformer"
-            logits = model.decode(prefix, memory, src_ids, last_only=True)[:, -1]  # (B, V)
-        next_ids = logits.argmax(dim=-1)  # (B,)
+        out = model.decode_step(prefix[:, -1:], cache, need_weights=return_attention)
+        next_ids = out.logits.argmax(dim=-1)  # (B,)
         prefix = torch.cat([prefix, next_ids[:, None]], dim=1)  # (B, 2 + t)
-        step += 1
+        cache, step = out.cache, step + 1
         if return_attention:
             weights = torch.stack(out.cross_weights, dim=1)[:, :, :, -1]  # (B, L, H, S)
             for row, sentence in enumerate(active.tolist()):
@@ -152,11 +111,7 @@ def _greedy(
             ids = prefix[row, 1:].tolist()
             tokens[int(active[row])] = ids[:-1] if ids[-1] == eos_id else ids
         keep = (~done).nonzero().flatten()  # finished sentences leave the batch
-        active, prefix, src_ids = active[keep], prefix[keep], src_ids[keep]
-        if cache is not None:
-            cache = cache.select(keep)
-        else:
-            memory = memory[keep]
+        active, prefix, cache = active[keep], prefix[keep], cache.select(keep)
     if not return_attention:
         return DecodeResult(tokens)
     attention = [

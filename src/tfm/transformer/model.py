@@ -87,24 +87,23 @@ class Transformer(nn.Module):
         memory: Tensor,
         src_ids: Tensor,
         *,
-        last_only: bool = False,
         keep: Tensor | None = None,
         project: bool = True,
     ) -> Tensor:
         """tgt_ids (B, T) long, memory (B, S, D) from `encode(src_ids)`, and src_ids (B, S) itself,
-        used only for the cross-attention padding mask -> logits (B, T, V), or (B, 1, V) for the
-        last position only when `last_only`, or (N, V) for the N positions where `keep` (B, T)
-        bool is True, in row-major order. Without `project`, the decoder's output (…, D) instead of
-        the logits, for a loss that applies `output_projection` itself."""
+        used only for the cross-attention padding mask -> logits (B, T, V), or (N, V) for the N
+        positions where `keep` (B, T) bool is True, in row-major order. Without `project`, the
+        decoder's output (…, D) instead of the logits, for a loss that applies
+        `output_projection` itself."""
         output = self.decoder(
             self._embed(tgt_ids, self.tgt_embedding), memory, memory_mask=self.source_mask(src_ids)
         )
-        hidden = output.hidden[:, -1:] if last_only else output.hidden  # (B, T or 1, D)
+        hidden = output.hidden  # (B, T, D)
         if keep is not None:
             hidden = hidden[keep]  # (N, D)
         if not project:
             return hidden
-        return self.output_projection(hidden)  # (B, T or 1, V) or (N, V)
+        return self.output_projection(hidden)  # (B, T, V) or (N, V)
 
     def forward(
         self, src_ids: Tensor, tgt_ids: Tensor, *, keep: Tensor | None = None, project: bool = True

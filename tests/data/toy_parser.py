@@ -1,4 +1,6 @@
-"""Reading an English toy-grammar sentence back into a `Sentence` (what `translate` needs)."""
+"""The toy corpus's reference translator, for its tests: an English toy-grammar sentence read back
+into a `Sentence` (`parse`) and rendered in German (`translate`), which must give each generated
+pair's German. Both ignore the case of their input and one final full stop."""
 
 from typing import NoReturn
 
@@ -12,6 +14,7 @@ from tfm.data.toy_grammar import (
     Sentence,
     a_or_an,
     grammatical_person,
+    render_german,
 )
 
 _NOUN_FORMS = {n.english: (n.english, False) for n in lex.NOUNS.values()}
@@ -22,6 +25,15 @@ _OBJECT_PRONOUNS = {p.english_object: p.english for p in lex.PRONOUNS.values()}
 _FUNCTION_WORDS = {"the", "a", "an", "no", "not", "do", "does", "that", "because"}
 _KNOWN = {*_NOUN_FORMS, *_VERB_FORMS, *lex.VERBS, *lex.ADJECTIVES, *lex.NUMBERS, *lex.PREPOSITIONS}
 _KNOWN |= {*_SUBJECT_PRONOUNS, *_OBJECT_PRONOUNS, *_FUNCTION_WORDS}
+
+
+def translate(english: str) -> str:
+    """The German translation of an English toy-grammar sentence.
+
+    Raises ValueError naming the unknown word, or what was expected where the sentence leaves
+    the grammar.
+    """
+    return render_german(parse(english))
 
 
 def parse(english: str) -> Sentence:

@@ -1,0 +1,119 @@
+"""What tfm offers to code outside it, in one place: benchmarks (bench/) and users' scripts
+import from here, never from tfm's modules directly, so that modules can move without breaking
+them. A name not listed here is internal.
+
+Configuration
+    `load_config(path, overrides)` -> `Config`, the validated configuration.
+Data
+    `load_texts(config.data, split)` -> (sources, targets, report); `encode_split` into ids with a
+    tokenizer; `generate_toy_corpus(n_train, n_validation, n_test, seed)`, the built-in corpus;
+    `inference_batches` and `pad` batch ids as decoding does.
+Tokenizer
+    `Tokenizer`, `train_tokenizer`, `untrained`, `wants_byte_fallback`; the ids `PAD_ID`,
+    `BOS_ID`, `EOS_ID`, `UNK_ID`; `SPECIAL_TOKENS` and `BYTE_TOKENS`.
+Model and search
+    `ModelArgs`, `build_model` -> `Transformer`; `greedy_decode`, `beam_search`;
+    `sinusoidal_table`, the §3.5 positional table.
+Training
+    `train(config)` runs a whole run. To drive or time steps yourself: `open_session` ->
+    `Session`, `DataParallel(Replicas(), session, StopFlag())`, `optimizer_step`; the pieces a
+    step is made of, for timing them: the modules `batching` and `step`, `EpochData`,
+    `padding_share`, `build_optimizer`, `Progress`, `projected_loss_sum`.
+Runs and decoding
+    `RunPaths`, `CheckpointStore`, `load_trained`; `DecodeRequest` -> `open_translator`, the
+    Translator of `tfm translate` and `tfm eval`; `DecodeSettings` and `translate_ids`, decoding
+    ids with a model; `teacher_forced_loss`; `score_translations` (BLEU, chrF); `export_run`
+    (CTranslate2).
+"""
+
+from tfm.config import Config, load_config
+from tfm.data import batching
+from tfm.data.batching import EpochData, inference_batches, pad, padding_share
+from tfm.data.pipeline import encode_split, load_texts
+from tfm.data.tokenizer import (
+    BOS_ID,
+    BYTE_TOKENS,
+    EOS_ID,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    UNK_ID,
+    Tokenizer,
+    train_tokenizer,
+    untrained,
+    wants_byte_fallback,
+)
+from tfm.data.toy import generate as generate_toy_corpus
+from tfm.deploy import export_run
+from tfm.evaluation import score_translations
+from tfm.loss import projected_loss_sum
+from tfm.prediction.likelihood import teacher_forced_loss
+from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.translate import translate_ids
+from tfm.prediction.translator import open_translator
+from tfm.rundir.model_file import load_trained
+from tfm.rundir.paths import RunPaths
+from tfm.rundir.store import CheckpointStore
+from tfm.training import StopFlag, optimizer_step, step, train
+from tfm.training.data_parallel import DataParallel
+from tfm.training.distributed import Replicas
+from tfm.training.schedule import build_optimizer
+from tfm.training.session import Session, open_session
+from tfm.training.state import Progress
+from tfm.transformer import (
+    ModelArgs,
+    Transformer,
+    beam_search,
+    build_model,
+    greedy_decode,
+    sinusoidal_table,
+)
+
+__all__ = [
+    "BOS_ID",
+    "BYTE_TOKENS",
+    "EOS_ID",
+    "PAD_ID",
+    "SPECIAL_TOKENS",
+    "UNK_ID",
+    "CheckpointStore",
+    "Config",
+    "DataParallel",
+    "DecodeRequest",
+    "DecodeSettings",
+    "EpochData",
+    "ModelArgs",
+    "Progress",
+    "Replicas",
+    "RunPaths",
+    "Session",
+    "StopFlag",
+    "Tokenizer",
+    "Transformer",
+    "batching",
+    "beam_search",
+    "build_model",
+    "build_optimizer",
+    "encode_split",
+    "export_run",
+    "generate_toy_corpus",
+    "greedy_decode",
+    "inference_batches",
+    "load_config",
+    "load_texts",
+    "load_trained",
+    "open_session",
+    "open_translator",
+    "optimizer_step",
+    "pad",
+    "padding_share",
+    "projected_loss_sum",
+    "score_translations",
+    "sinusoidal_table",
+    "step",
+    "teacher_forced_loss",
+    "train",
+    "train_tokenizer",
+    "translate_ids",
+    "untrained",
+    "wants_byte_fallback",
+]
