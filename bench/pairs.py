@@ -38,8 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from tfm.data.tokenizer import UNK_ID, Tokenizer
-from tfm.data.toy import generate
+from tfm.api import UNK_ID, Tokenizer, generate_toy_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "tatoeba"
@@ -150,7 +149,7 @@ def _lines(prefix: Path, lang: str) -> list[str]:
 def toy_pairs(folder: Path) -> Path:
     """Two tiny English–German pairs of the built-in toy corpus as text files (for --quick),
     under the language codes de and nl so that each is a pair of its own."""
-    corpus = generate(n_train=400, n_validation=20, n_test=20, seed=1)
+    corpus = generate_toy_corpus(n_train=400, n_validation=20, n_test=20, seed=1)
     for tgt in ("de", "nl"):
         for split, pairs in corpus.items():
             base = folder / f"en-{tgt}" / split

@@ -97,7 +97,7 @@ LAYERS = [
     ("configuration", ["tfm.config", "tfm.config_show", "tfm.config_reference"]),
     ("model and data", ["tfm.transformer", "tfm.data", "tfm.loss", "tfm.evaluation"]),
     ("run directory", ["tfm.rundir"]),
-    ("prediction", ["tfm.prediction"]),
+    ("prediction and planning", ["tfm.prediction", "tfm.recipe"]),
     ("export, training, pictures", ["tfm.deploy", "tfm.training", "tfm.diagnostics", "tfm.visual"]),
     ("commands", ["tfm.commands", "tfm.serve"]),
     ("entry points", ["tfm.cli", "tfm.cli_options", "tfm.api", "tfm.__main__"]),

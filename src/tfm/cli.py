@@ -403,10 +403,15 @@ def config_show(
     ] = True,
 ) -> None:
     """Print the effective configuration, every key, as YAML that --config reads back."""
-    from tfm.config_show import show_config
-
     path = None if config is None else str(config)
-    shown = show_config(path, overrides or [], defaults=defaults, comments=comments, plan=plan)
+    if plan and not defaults:
+        from tfm.recipe.plan import show_planned
+
+        shown = show_planned(path, overrides or [], comments=comments)
+    else:
+        from tfm.config_show import show_config
+
+        shown = show_config(path, overrides or [], defaults=defaults, comments=comments)
     typer.echo(shown, nl=False)
 
 

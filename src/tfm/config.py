@@ -43,6 +43,18 @@ SPLITS = ("train", "validation", "test")
 
 Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
 
+# The keys that `tfm.recipe` derives from the training data when a config leaves them unset.
+RECIPE_KEYS = {
+    "tokenizer": ("vocab_size",),
+    "model": ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "dropout"),
+    "train": (
+        "max_tokens", "max_steps", "max_epochs", "lr", "warmup_steps", "schedule",
+        "decay_steps", "label_smoothing", "validate_every", "patience", "checkpoint_every",
+        "keep_last", "average_last", "early_stopping_metric",
+    ),
+    "decoding": ("beam_size",),
+}  # fmt: skip
+
 # Keys tfm no longer has, with the reason: a config that sets one is refused with it, while a
 # config a run stored (its config.yaml, its checkpoints) is read without them.
 REMOVED_KEYS = {

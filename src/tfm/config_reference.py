@@ -21,8 +21,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from tfm.config import SPLITS, Config
-from tfm.recipe.derive import RECIPE_KEYS
+from tfm.config import RECIPE_KEYS, SPLITS, Config
 
 _RECIPE = {f"{section}.{key}" for section, keys in RECIPE_KEYS.items() for key in keys}
 

@@ -37,27 +37,14 @@ def _changes(model: BaseModel, default: BaseModel, prefix: str) -> list[tuple[st
 
 
 def show_config(
-    config: str | None,
-    overrides: list[str],
-    *,
-    defaults: bool,
-    comments: bool = True,
-    plan: bool = True,
+    config: str | None, overrides: list[str], *, defaults: bool, comments: bool = True
 ) -> str:
-    """`tfm config show`: the effective configuration of `config` (a YAML file, or None) and
-    `overrides`, every key, as YAML; with `defaults`, every key at its default. With `plan`, the
-    keys the config leaves to the recipe are derived from the training data as `tfm train`
-    would, and the plan heads the output as comments."""
+    """`tfm config show --no-plan`: the effective configuration of `config` (a YAML file, or
+    None) and `overrides`, every key, as YAML; with `defaults`, every key at its default.
+    (`tfm.recipe.plan.show_planned` is the same with the recipe's keys derived.)"""
     if defaults and (config is not None or overrides):
         raise UsageError("--defaults shows the schema's defaults; leave out --config and --set")
-    loaded = load_config(config, overrides)
-    if defaults or not plan:
-        return render_yaml(loaded, comments=comments)
-    from tfm.recipe.plan import planned_here
-
-    resolved, lines = planned_here(loaded)
-    head = "".join(f"# {line}\n" for line in lines)
-    return head + render_yaml(resolved, comments=comments)
+    return render_yaml(load_config(config, overrides), comments=comments)
 
 
 def render_yaml(config: Config, *, comments: bool = True) -> str:

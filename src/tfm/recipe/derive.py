@@ -39,17 +39,6 @@ from typing import Protocol
 from tfm.recipe.fingerprint import TextFigures, TokenFigures
 from tfm.recipe.ladder import LADDER, Shape, largest_for
 
-# Every key a recipe derives when the config leaves it unset, by section.
-RECIPE_KEYS = {
-    "tokenizer": ("vocab_size",),
-    "model": ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "dropout"),
-    "train": (
-        "max_tokens", "max_steps", "max_epochs", "lr", "warmup_steps", "schedule",
-        "decay_steps", "label_smoothing", "validate_every", "patience", "checkpoint_every",
-        "keep_last", "average_last", "early_stopping_metric",
-    ),
-    "decoding": ("beam_size",),
-}  # fmt: skip
 SHAPE_KEYS = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff")
 
 TIME_MARGIN = 0.92  # of a time budget's training time planned for steps: the clock has noise

@@ -20,18 +20,21 @@ from functools import cache
 
 import torch
 
-from tfm.config import Config
+from tfm.config import RECIPE_KEYS, Config, load_config
+from tfm.config_show import render_yaml
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.cache import prepared_entry
 from tfm.data.pipeline import EncodedSplit, load_texts, prepare_splits
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
+from tfm.device import resolve_precision, select_device
 from tfm.errors import ConfigError
 from tfm.evaluation import bleu_tokenizer_for
 from tfm.recipe.calibration import Calibration
-from tfm.recipe.checks import check_texts
-from tfm.recipe.derive import RECIPE_KEYS, Settings, derive, vocab_size
+from tfm.recipe.checks import check_settings, check_texts
+from tfm.recipe.derive import Settings, derive, vocab_size
 from tfm.recipe.fingerprint import TextFigures, TokenFigures, measure_texts, measure_tokens
+from tfm.threads import use_threads
 
 log = logging.getLogger(__name__)
 
@@ -200,20 +203,19 @@ def _derived_line(settings: Settings) -> str:
     )
 
 
-def planned_here(config: Config) -> tuple[Config, list[str]]:
-    """What `tfm train` would plan for `config` on this machine, without training: the resolved
-    config, and the plan's lines and warnings (with those about the resolved settings)."""
-    from tfm.device import resolve_precision, select_device
-    from tfm.recipe.checks import check_settings
-    from tfm.threads import use_threads
-
-    if not unset_keys(config):
-        return config, []
-    device = select_device(config.train.device)
-    use_threads(config.train.threads)
+def show_planned(config: str | None, overrides: list[str], *, comments: bool = True) -> str:
+    """`tfm config show`: what `tfm train` would plan for the config on this machine, without
+    training: the plan's lines and warnings as comments, then the resolved config as YAML
+    (every key) that `tfm train --config` reads back as the same configuration."""
+    loaded = load_config(config, overrides)
+    if not unset_keys(loaded):
+        return render_yaml(loaded, comments=comments)
+    device = select_device(loaded.train.device)
+    use_threads(loaded.train.threads)
     resolved, plan = plan_run(
-        config, device=device, dtype=resolve_precision(config.train.precision, device)
+        loaded, device=device, dtype=resolve_precision(loaded.train.precision, device)
     )
     warnings = plan.warnings + check_settings(resolved, plan.steps)
     lines = ["recipe from the data:", *(f"  {line}" for line in plan.lines)]
-    return resolved, lines + [f"warning: {warning}" for warning in warnings]
+    lines += [f"warning: {warning}" for warning in warnings]
+    return "".join(f"# {line}\n" for line in lines) + render_yaml(resolved, comments=comments)
