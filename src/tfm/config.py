@@ -358,7 +358,9 @@ class TrainConfig(StrictModel):
         "auto", description="Device to train on; auto: CUDA, else Apple MPS, else CPU."
     )
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="Arithmetic: fp32, or bf16 autocast; auto: fp32 (measured faster)."
+        "auto",
+        description="Arithmetic: fp32, or bf16 autocast; auto: bf16 when training on a CUDA GPU "
+        "that supports it, fp32 elsewhere and for decoding (measured faster on the CPU).",
     )
     compile: bool = Field(False, description="torch.compile the model for training steps.")
     threads: int | None = Field(

@@ -18,7 +18,7 @@ from tfm.data.cache import training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import PAD_ID, Tokenizer
-from tfm.device import autocast, resolve_precision, select_device
+from tfm.device import autocast, precision_name, select_device, training_precision
 from tfm.errors import UsageError
 from tfm.rundir.metrics import append_event
 from tfm.rundir.model_file import on_cpu, save_model
@@ -192,7 +192,9 @@ def open_session(
     checkpoint = check_run_dir(paths, config, resume=resume, overwrite=overwrite, writer=writer)
     device = select_device(config.train.device)
     use_threads(config.train.threads)
-    dtype = resolve_precision(config.train.precision, device)
+    dtype = training_precision(config.train.precision, device)
+    log.info("precision: %s (train.precision %s) on %s", precision_name(dtype),
+             config.train.precision, device.type)  # fmt: skip
     tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
     splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
     if not checkpoint and writer:  # config, device and data are good: now the directory
