@@ -25,7 +25,7 @@ from tfm.training.session import Session, StopFlag
 from tfm.training.validation import validate_and_checkpoint
 
 log = logging.getLogger(__name__)
-Number = TypeVar("Number", int, float)
+Number = TypeVar("Number", int, float, torch.Tensor)
 
 # What inductor's CPU code generation calls (it reads $CXX first).
 _CXX = tuple(c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c)
@@ -154,8 +154,12 @@ class DataParallel:
             torch.manual_seed(seed % 2**63)
 
     def sum(self, value: Number) -> Number:
-        """`value` summed over all processes (an int stays an int)."""
+        """`value` summed over all processes (an int stays an int; a tensor is summed on its
+        device, without waiting for it)."""
         if not self.replicas.active:
+            return value
+        if isinstance(value, torch.Tensor):
+            dist.all_reduce(value)
             return value
         dtype = torch.int64 if isinstance(value, int) else torch.float64
         total = torch.tensor([value], dtype=dtype, device=self.replicas.device)
