@@ -363,6 +363,13 @@ class TrainConfig(StrictModel):
         "that supports it, fp32 elsewhere and for decoding (measured faster on the CPU).",
     )
     compile: bool = Field(False, description="torch.compile the model for training steps.")
+    static_shapes: bool = Field(
+        False,
+        description="Pad each training batch to one of a few fixed shapes (both sides to a "
+        "width of 8, 12, 16, 24, 32, …; as many sentences as `max_tokens` allows), so that "
+        "compiled steps are reused; with `compile` on a CUDA GPU, replayed as CUDA graphs. "
+        "Costs the padding; for models bound by kernel launches.",
+    )
     threads: int | None = Field(
         None,
         ge=1,

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from tfm.data.batching import Batch
-from tfm.data.tokenizer import PAD_ID
+from tfm.data.batching import Batch, pad_to_static_shape
+from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tfm.loss import projected_loss_sum
 from tfm.training.data_parallel import DataParallel
 from tfm.training.schedule import learning_rate, peak_learning_rate
@@ -68,6 +68,8 @@ def optimizer_step(
     lr = learning_rate(p.step, peak=peak_learning_rate(cfg), warmup_steps=cfg.train.warmup_steps)
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
+    if cfg.train.static_shapes:
+        batches = [static(b, max_tokens=cfg.train.max_tokens) for b in batches]
     n_tokens = parallel.sum(sum(b.n_tgt_tokens for b in batches))
     parallel.module.train()
     optimizer.zero_grad(set_to_none=True)
@@ -115,6 +117,13 @@ def _update_unless(optimizer: torch.optim.Optimizer, *, skip: torch.Tensor) -> N
         optimizer.step()
     finally:
         del optimizer.found_inf  # type: ignore[attr-defined]
+
+
+def static(batch: Batch, *, max_tokens: int) -> Batch:
+    """`batch` padded to one of a few fixed shapes (`train.static_shapes`)."""
+    return pad_to_static_shape(
+        batch, max_tokens=max_tokens, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID
+    )
 
 
 def batch_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> torch.Tensor:
