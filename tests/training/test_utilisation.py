@@ -1,6 +1,8 @@
 """Model FLOPs from the model's shape (tfm.training.utilisation) equal what torch.utils.flop_counter
 counts for a training step's forward and backward, and the log reports them."""
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,6 +14,8 @@ from tfm.training import train
 from tfm.training.session import open_session
 from tfm.training.utilisation import PEAKS, describe, known_peak, step_flops
 from tfm.transformer import ModelArgs, build_model
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def random_batch(generator, src_lengths, tgt_lengths, vocab):
@@ -69,3 +73,21 @@ def test_each_log_line_gives_the_model_flops_per_second_of_its_batches(tmp_path)
         logged = event["model_tflops_per_s"] * 1e12 / event["tokens_per_s"]
         assert logged == pytest.approx(flops_per_token, rel=1e-3)
         assert "mfu" not in event  # the CPU's peak is not in the table
+
+
+def test_the_base_gpu_recipe_is_the_papers_base_model_with_25k_token_batches():
+    from tfm.config import load_config
+
+    config = load_config(CONFIGS / "base_gpu.yaml", [])
+    m, t = config.model, config.train
+    assert (m.d_model, m.n_heads, m.n_encoder_layers, m.n_decoder_layers, m.d_ff) == (
+        512, 8, 6, 6, 2048,
+    )  # fmt: skip
+    assert m.dropout == t.label_smoothing == 0.1 and t.lr is None and t.warmup_steps == 4000
+    assert t.max_tokens == 25000 and t.precision == "bf16" and t.device == "cuda"
+    assert config.data.train.format == "text" and config.tokenizer.joint and m.share_embeddings
+    vocab = config.tokenizer.vocab_size
+    args = ModelArgs.from_config(m, src_vocab_size=vocab, tgt_vocab_size=vocab, pad_id=0)
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in build_model(args).parameters())
+    assert 60e6 < parameters < 65e6  # Table 3: 65M with a 37k vocabulary
