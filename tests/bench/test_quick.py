@@ -49,6 +49,10 @@ def test_train_speed(script, capsys):
     fp32, bf16 = numbers(r"validation loss after 6 steps .*: fp32 ([\d.]+), bf16 ([\d.]+)", out)
     assert 0 < fp32 < 10 and abs(bf16 - fp32) < 0.05 * fp32
     assert "profile of one step (self CPU time)" in out and "aten::" in out
+    (model,) = numbers(r"\(f\) model FLOPs utilisation, 6 float32 steps .*: model ([\d.]+) GFLOP/s", out)
+    (peak,) = numbers(r"float32 matmul peak \(256x256, .*\): median ([\d.]+) GFLOP/s", out)
+    (share,) = numbers(r"share of the measured peak: ([\d.]+)%", out)
+    assert 0 < model and 0 < peak and share == pytest.approx(100 * model / peak, rel=0.5)
 
 
 def test_decode_speed(script, capsys):
