@@ -172,14 +172,21 @@ def first_batches(session: Session, n: int) -> list[batching.Batch]:
 
 
 def twin(
-    session: Session, initial: dict, dtype: torch.dtype, *, compile: bool = False
+    session: Session,
+    initial: dict,
+    dtype: torch.dtype,
+    *,
+    compile: bool = False,
+    static_shapes: bool = False,
 ) -> tuple[Session, DataParallel]:
     """A fresh copy of the session's model and optimizer from `initial` weights, in `dtype`,
-    its training steps compiled when `compile`."""
+    its training steps compiled when `compile`, its batches padded to static shapes when
+    `static_shapes`."""
     model = copy.deepcopy(session.model)
     model.load_state_dict(initial)
     config = session.config.model_copy(deep=True)
     config.train.compile = compile
+    config.train.static_shapes = static_shapes
     copy_ = dataclasses.replace(
         session, config=config, model=model, optimizer=build_optimizer(model, config),
         dtype=dtype, progress=Progress(), unread=UnreadSteps(),
@@ -328,8 +335,9 @@ def utilisation(session: Session, initial: dict, args) -> None:
           f"({summary(shares)} as a ratio)")  # fmt: skip
     if one_thread:
         core = [rate / peak for rate, peak in zip(rates, one_thread, strict=True)]
-        print(f"  against one thread's matmul rate (median {1e3 * statistics.median(one_thread):.1f}"
-              f" GFLOP/s): {100 * statistics.median(core):.1f}%")  # fmt: skip
+        single = 1e3 * statistics.median(one_thread)
+        print(f"  against one thread's matmul rate (median {single:.1f} GFLOP/s): "
+              f"{100 * statistics.median(core):.1f}%")  # fmt: skip
     if (peak := device_peak(device)) is not None:
         share = statistics.median(rates) / peak.fp32
         print(f"  share of the {peak.name}'s float32 datasheet peak ({peak.fp32:g} TFLOP/s, "
