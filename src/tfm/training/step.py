@@ -42,7 +42,8 @@ class StepResult:
 
     @property
     def loss(self) -> float | None:
-        loss, finite = torch.stack([self.on_device.loss, self.on_device.finite.double()]).tolist()
+        step = self.on_device
+        loss, finite = torch.stack([step.loss, step.finite.to(step.loss.dtype)]).tolist()
         return loss if finite else None
 
     @property
