@@ -78,10 +78,7 @@ def optimizer_step(
     total = torch.zeros((), dtype=_sum_dtype(session.device), device=session.device)
     for i, batch in enumerate(batches):
         with parallel.gradient_sync(last=i == len(batches) - 1):
-            batch = batch.to(session.device, non_blocking=True)
-            with session.autocast():
-                loss = batch_loss_sum(session, parallel.module, batch)
-            loss = loss / n_tokens
+            loss = batch_loss_sum(session, parallel.module, batch) / n_tokens
             parallel.backward(loss)
         total = total + loss.detach().to(total.dtype)
     total = parallel.sum(total)  # the same on every process, and so is the gradient norm
@@ -128,11 +125,24 @@ def static(batch: Batch, *, max_tokens: int) -> Batch:
 
 
 def batch_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """The summed label-smoothed cross-entropy (§5.4) of one batch's real target tokens; `module`
-    is the model as the step calls it (`parallel.module`: DDP-wrapped or compiled)."""
+    """The summed label-smoothed cross-entropy (§5.4) of one batch's real target tokens, under
+    the session's autocast; `module` is the model as the step calls it (`parallel.module`:
+    DDP-wrapped or compiled).
+
+    `batch` is in host memory, and which target positions are real is found there: found on a
+    GPU, their count would make the host wait for it. The batch then moves to the session's
+    device, and the model computes every position (static shapes stay static under
+    torch.compile); only the real positions are projected onto the vocabulary."""
+    real = batch.tgt_out != PAD_ID  # (B, T)
+    positions = real.flatten().nonzero().squeeze(1)  # (N,) row-major indices of real positions
+    device = session.device
+    targets = batch.tgt_out[real].to(device, non_blocking=True)  # (N,)
+    positions = positions.to(device, non_blocking=True)
+    batch = batch.to(device, non_blocking=True)
     weight = session.model.output_projection.weight
-    real = batch.tgt_out != PAD_ID  # (B, T): padding gets no logits at all
-    hidden = module(batch.src, batch.tgt_in, keep=real, project=False)  # (N, D)
-    return projected_loss_sum(
-        hidden, weight, batch.tgt_out[real], label_smoothing=session.config.train.label_smoothing
-    )
+    with session.autocast():
+        hidden = module(batch.src, batch.tgt_in, project=False)  # (B, T, D)
+        hidden = hidden.flatten(0, 1).index_select(0, positions)  # (N, D): padding gets no logits
+        return projected_loss_sum(
+            hidden, weight, targets, label_smoothing=session.config.train.label_smoothing
+        )
