@@ -185,6 +185,7 @@ def recipe(args, runs: Path, small: dict, clock: Clock) -> dict:
     Its training clock (train.max_minutes) is cut to what the budget leaves, less a minute for
     decoding, and says so when it stops training before the recipe's end."""
     from tfm.commands.decode import evaluate_run
+    from tfm.prediction.translator import open_translator
 
     run = runs / "recipe"
     if args.quick:
@@ -206,7 +207,7 @@ def recipe(args, runs: Path, small: dict, clock: Clock) -> dict:
           f"{step_ms:.1f} ms")  # fmt: skip
     for beam in (1, 5):
         with contextlib.chdir(runs):
-            scores, _ = evaluate_run(DecodeRequest(run=run, beam_size=beam))
+            scores, _ = evaluate_run(open_translator(DecodeRequest(run=run, beam_size=beam)))
         name = "greedy" if beam == 1 else f"beam {beam}"
         figures[name] = {
             "bleu": scores["bleu"],
