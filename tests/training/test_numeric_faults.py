@@ -137,3 +137,26 @@ def test_a_step_does_not_read_the_device(tmp_path, monkeypatch):
     assert session.progress.tokens_seen == sum(r.tokens for r in results) > 0
     assert session.progress.log_window.steps == 3
     assert session.progress.log_window.loss_sum == sum(r.loss for r in results)
+
+
+def test_a_skipped_step_leaves_weights_moments_and_step_count_as_they_were(tmp_path, monkeypatch):
+    """The skip happens on the device (fused AdamW's found_inf): nothing of the optimizer moves."""
+    import copy
+
+    from tfm.training import StopFlag, optimizer_step
+    from tfm.training.data_parallel import DataParallel
+    from tfm.training.distributed import Replicas
+    from tfm.training.session import open_session
+
+    session = open_session(tiny_config(tmp_path / "run"), resume=False, overwrite=False)
+    parallel = DataParallel(Replicas(), session, StopFlag())
+    data = session.epochs.data(0)
+    optimizer_step(session, parallel, [data.batch(data.batches[0])])
+    weights = copy.deepcopy(session.model.state_dict())
+    moments = copy.deepcopy(session.optimizer.state_dict()["state"])
+    monkeypatch.setattr(step, "projected_loss_sum", nan_at({1}, [0]))
+    assert optimizer_step(session, parallel, [data.batch(data.batches[1])]).loss is None
+    after = session.optimizer.state_dict()["state"]
+    assert all(torch.equal(v, weights[k]) for k, v in session.model.state_dict().items())
+    assert all(torch.equal(after[i][k], moments[i][k]) for i in moments for k in moments[i])
+    assert float(after[0]["step"]) == 1.0 and session.progress.nonfinite_total == 1
