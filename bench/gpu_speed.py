@@ -288,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda", help="cuda, or cpu (--quick: cpu)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file too")
     parser.add_argument("--set", action="append", default=[], help="extra config overrides")
+    parser.add_argument("--only", choices=["small", "base", "c", "d"], nargs="*",
+                        help="these parts only (b: small, base); (a) always runs")  # fmt: skip
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.base_steps, args.warmup, args.device = 4, 3, 1, "cpu"
@@ -299,22 +301,27 @@ def main(argv: list[str] | None = None) -> None:
     figures["matmul_peak_tflops"] = peaks = matmul_peaks(device, args)
     on = [f"train.device={args.device}", *SCHEDULE]
     small, base = (QUICK, QUICK_BASE) if args.quick else (MODEL, [*MODEL, *BASE])
-    figures["multi30k_model"] = part(
-        "b", clock, 20, lambda: training_steps("Multi30k", args, [*small, *on, *args.set], peaks)
-    )
+    parts = set(args.only or ["small", "base", "c", "d"])
+    small, base = [*small, *on, *args.set], [*base, *on, *args.set]
     base_args = argparse.Namespace(**{**vars(args), "steps": args.base_steps})
-    figures["base_model"] = part(
-        "b", clock, 60, lambda: training_steps("base", base_args, [*base, *on, *args.set], peaks)
-    )
-    with tempfile.TemporaryDirectory(prefix="tfm-gpu-speed-") as runs:
-        figures["recipe"] = part(
-            "c", clock, 30 if args.quick else 150,
-            lambda: recipe(args, Path(runs), figures["multi30k_model"], clock),
-        )  # fmt: skip
-    if not args.quick:
-        figures["compiled"] = part(
-            "d", clock, 60 * args.compile_minutes, lambda: compiled_static(args)
+    if "small" in parts:
+        figures["multi30k_model"] = part(
+            "b", clock, 20, lambda: training_steps("Multi30k", args, small, peaks)
         )
+    if "base" in parts:
+        figures["base_model"] = part(
+            "b", clock, 60, lambda: training_steps("base", base_args, base, peaks)
+        )
+    if "c" in parts:
+        with tempfile.TemporaryDirectory(prefix="tfm-gpu-speed-") as runs:
+            small_steps = figures.get("multi30k_model", {})
+            figures["recipe"] = part(
+                "c", clock, 30 if args.quick else 150,
+                lambda: recipe(args, Path(runs), small_steps, clock),
+            )  # fmt: skip
+    if "d" in parts and not args.quick:
+        needs = 60 * args.compile_minutes
+        figures["compiled"] = part("d", clock, needs, lambda: compiled_static(args))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=str) + "\n", encoding="utf-8")
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
