@@ -13,6 +13,11 @@ through tfm's own training step (`tfm.training.optimizer_step` on a real `Sessio
         weights: real target tokens per second, the speed of each against float32, and the
         share of the device's bf16 peak reached (FLOPs of a step counted by
         torch.utils.flop_counter; peak from --peak-tflops or the GPU's name)
+    (f) model FLOPs utilisation: the model FLOP/s of float32 training steps (FLOPs from the
+        model's shape, tfm.training.utilisation) against this machine's matrix-product peak,
+        measured between the steps in the same run (a float32 --matmul-size square product, on
+        the threads the steps use and on one thread), and against the datasheet peak on a GPU
+        that tfm's table knows
     and the top costs of one profiled step (torch.profiler).
 
     PYTHONPATH=src python bench/train_speed.py            # a few minutes on 2 CPU cores
@@ -50,8 +55,11 @@ from tfm.api import (
     Replicas,
     Session,
     StopFlag,
+    UnreadSteps,
     batching,
     build_optimizer,
+    device_peak,
+    model_step_flops,
     optimizer_step,
     padding_share,
     step,
@@ -170,17 +178,24 @@ def first_batches(session: Session, n: int) -> list[batching.Batch]:
 
 
 def twin(
-    session: Session, initial: dict, dtype: torch.dtype, *, compile: bool = False
+    session: Session,
+    initial: dict,
+    dtype: torch.dtype,
+    *,
+    compile: bool = False,
+    static_shapes: bool = False,
 ) -> tuple[Session, DataParallel]:
     """A fresh copy of the session's model and optimizer from `initial` weights, in `dtype`,
-    its training steps compiled when `compile`."""
+    its training steps compiled when `compile`, its batches padded to static shapes when
+    `static_shapes`."""
     model = copy.deepcopy(session.model)
     model.load_state_dict(initial)
     config = session.config.model_copy(deep=True)
     config.train.compile = compile
+    config.train.static_shapes = static_shapes
     copy_ = dataclasses.replace(
         session, config=config, model=model, optimizer=build_optimizer(model, config),
-        dtype=dtype, progress=Progress(),
+        dtype=dtype, progress=Progress(), unread=UnreadSteps(),
     )  # fmt: skip
     return copy_, DataParallel(Replicas(), copy_, StopFlag())
 
@@ -278,6 +293,63 @@ def precisions_and_compile(session: Session, initial: dict, args) -> None:
               f"{share}; speed against fp32 {summary(ratios)}")  # fmt: skip
 
 
+def matmul_tflops(device: torch.device, dtype: torch.dtype, *, size: int, repeats: int) -> float:
+    """This machine's rate for a (size × size) @ (size × size) matrix product in `dtype` on
+    `device`, with torch's current threads: TFLOP/s over `repeats` products after one warm-up."""
+    a, b = (torch.randn(size, size, device=device).to(dtype) for _ in range(2))
+    out = torch.mm(a, b)
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    sync()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        torch.mm(a, b, out=out)
+    sync()
+    return 2 * size**3 * repeats / (time.perf_counter() - start) / 1e12
+
+
+def utilisation(session: Session, initial: dict, args) -> None:
+    """(f): each timed float32 step is followed by a measurement of the matrix-product peak, so
+    that each share pairs a step with the machine's state just after it."""
+    pair = twin(session, initial, torch.float32)
+    batches = first_batches(session, args.warmup + args.steps)
+    device, threads = session.device, torch.get_num_threads()
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    size, repeats = args.matmul_size, args.matmul_repeats
+    rates, peaks, one_thread = [], [], []
+    for k, batch in enumerate(batches):
+        sync()
+        start = time.perf_counter()
+        optimizer_step(*pair, [batch])
+        sync()
+        seconds = time.perf_counter() - start
+        if k < args.warmup:
+            continue
+        rates.append(model_step_flops(session.model_args, [batch]) / seconds / 1e12)
+        peaks.append(matmul_tflops(device, torch.float32, size=size, repeats=repeats))
+        if device.type == "cpu":
+            torch.set_num_threads(1)
+            one_thread.append(matmul_tflops(device, torch.float32, size=size, repeats=repeats))
+            torch.set_num_threads(threads)
+    shares = [rate / peak for rate, peak in zip(rates, peaks, strict=True)]
+    where = f"{threads} threads" if device.type == "cpu" else torch.cuda.get_device_name(device)
+    print(f"(f) model FLOPs utilisation, {len(rates)} float32 steps after {args.warmup} warm-up "
+          f"steps on {device.type} ({where}): model {1e3 * statistics.median(rates):.1f} "
+          f"GFLOP/s (median)")  # fmt: skip
+    print(f"  this machine's float32 matmul peak ({size}x{size}, measured after each step): "
+          f"median {1e3 * statistics.median(peaks):.1f} GFLOP/s")  # fmt: skip
+    print(f"  share of the measured peak: {100 * statistics.median(shares):.1f}% "
+          f"({summary(shares)} as a ratio)")  # fmt: skip
+    if one_thread:
+        core = [rate / peak for rate, peak in zip(rates, one_thread, strict=True)]
+        single = 1e3 * statistics.median(one_thread)
+        print(f"  against one thread's matmul rate (median {single:.1f} GFLOP/s): "
+              f"{100 * statistics.median(core):.1f}%")  # fmt: skip
+    if (peak := device_peak(device)) is not None:
+        share = statistics.median(rates) / peak.fp32
+        print(f"  share of the {peak.name}'s float32 datasheet peak ({peak.fp32:g} TFLOP/s, "
+              f"{peak.source}): {100 * share:.1f}%")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_data_options(parser)
@@ -286,18 +358,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=3, help="epochs over the subset for (a, c)")
     parser.add_argument("--steps", type=int, default=30, help="steps per precision for (d)")
     parser.add_argument("--profile-rows", type=int, default=15, help="0 skips the profile")
-    parser.add_argument("--only", choices=["a", "b", "c", "d", "e", "profile"], nargs="*")
+    parser.add_argument("--only", choices=["a", "b", "c", "d", "e", "f", "profile"], nargs="*")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--warmup", type=int, default=5, help="untimed first steps for (e)")
     parser.add_argument("--peak-tflops", type=float, help="the device's bf16 peak for (e)")
+    parser.add_argument("--matmul-size", type=int, default=2048, help="square product for (f)")
+    parser.add_argument("--matmul-repeats", type=int, default=4, help="products per peak in (f)")
     parser.add_argument("--set", action="append", default=[], help="extra config overrides")
     args = parser.parse_args(argv)
     if args.short or args.quick:
         args.subset, args.epochs, args.steps, args.warmup = 600, 2, 6, 2
     if args.quick:
         args.profile_rows = min(args.profile_rows, 5)
+        args.matmul_size, args.matmul_repeats = 256, 2
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    parts = set(args.only or ["a", "b", "c", "d", "profile"])
+    parts = set(args.only or ["a", "b", "c", "d", "f", "profile"])
     print(machine())
     overrides = ["train.warmup_steps=100", "train.lr=0.001", f"train.device={args.device}"]
     with training_session(args, [*overrides, *args.set]) as (session, parallel):
@@ -310,6 +385,8 @@ def main(argv: list[str] | None = None) -> None:
             bf16_against_fp32(session, initial, args)
         if "e" in parts:
             precisions_and_compile(session, initial, args)
+        if "f" in parts:
+            utilisation(session, initial, args)
         if "profile" in parts and args.profile_rows:
             profile_step(session, parallel, args.profile_rows)
     print("load average at the end:", " ".join(f"{x:.1f}" for x in os.getloadavg()))

@@ -1,5 +1,6 @@
 """Device helpers: the precision `auto` picks and the peak memory a run reports."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -9,7 +10,8 @@ import pytest
 import torch
 
 import tfm
-from tfm.device import resolve_precision
+from tfm import device as device_module
+from tfm.device import resolve_precision, training_precision
 
 SRC = str(Path(tfm.__file__).parents[1])
 
@@ -33,9 +35,30 @@ def test_peak_memory_grows_by_what_a_process_touches():
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda", "mps"])
-def test_auto_precision_is_float32_on_every_device_and_bf16_only_when_asked_for(device):
-    # bf16 autocast measured slower than float32 for tfm's models on a CPU and on an H100
+def test_decoding_precision_auto_is_float32_on_every_device_and_bf16_only_when_asked_for(device):
     device = torch.device(device)
     assert resolve_precision("auto", device) == torch.float32
     assert resolve_precision("fp32", device) == torch.float32
     assert resolve_precision("bf16", device) == torch.bfloat16
+
+
+@pytest.mark.parametrize("bf16_capable", [True, False])
+def test_training_precision_auto_is_bf16_only_on_a_cuda_gpu_that_computes_in_it(
+    monkeypatch, bf16_capable
+):
+    monkeypatch.setattr(device_module, "cuda_bf16_supported", lambda: bf16_capable)
+    cuda, cpu, mps = torch.device("cuda"), torch.device("cpu"), torch.device("mps")
+    assert training_precision("auto", cuda) == (torch.bfloat16 if bf16_capable else torch.float32)
+    assert training_precision("auto", cpu) == training_precision("auto", mps) == torch.float32
+    assert training_precision("fp32", cuda) == torch.float32
+    assert training_precision("bf16", cpu) == torch.bfloat16
+
+
+def test_the_start_log_names_the_training_precision(tmp_path, caplog):
+    from builders import tiny_config
+
+    from tfm.training import train
+
+    with caplog.at_level(logging.INFO, logger="tfm.training.session"):
+        train(tiny_config(tmp_path / "run", max_steps=1, device="cpu"), progress_bar=False)
+    assert "precision: fp32 (train.precision auto) on cpu" in caplog.text

@@ -18,17 +18,20 @@ Training
     `train(config)` runs a whole run. To drive or time steps yourself: `open_session` ->
     `Session`, `DataParallel(Replicas(), session, StopFlag())`, `optimizer_step`; the pieces a
     step is made of, for timing them: the modules `batching` and `step`, `EpochData`,
-    `padding_share`, `build_optimizer`, `Progress`, `projected_loss_sum`.
+    `padding_share`, `build_optimizer`, `Progress`, `UnreadSteps`, `projected_loss_sum`;
+    `Batch` and `static_shape`, a batch padded to the fixed shapes of `train.static_shapes`;
+    `model_step_flops` and `device_peak`, model FLOPs of a step and a device's known peak.
 Runs and decoding
     `RunPaths`, `CheckpointStore`, `load_trained`; `DecodeRequest` -> `open_translator`, the
     Translator of `tfm translate` and `tfm eval`; `DecodeSettings` and `translate_ids`, decoding
-    ids with a model; `teacher_forced_loss`; `score_translations` (BLEU, chrF); `export_run`
-    (CTranslate2).
+    ids with a model; `evaluate_run`, the scores of `tfm eval`; `teacher_forced_loss`;
+    `score_translations` (BLEU, chrF); `export_run` (CTranslate2).
 """
 
+from tfm.commands.decode import evaluate_run
 from tfm.config import Config, load_config
 from tfm.data import batching
-from tfm.data.batching import EpochData, inference_batches, pad, padding_share
+from tfm.data.batching import Batch, EpochData, inference_batches, pad, padding_share, static_shape
 from tfm.data.pipeline import encode_split, load_texts
 from tfm.data.tokenizer import (
     BOS_ID,
@@ -58,7 +61,9 @@ from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas
 from tfm.training.schedule import build_optimizer
 from tfm.training.session import Session, open_session
-from tfm.training.state import Progress
+from tfm.training.state import Progress, UnreadSteps
+from tfm.training.utilisation import device_peak
+from tfm.training.utilisation import step_flops as model_step_flops
 from tfm.transformer import (
     ModelArgs,
     Transformer,
@@ -70,6 +75,7 @@ from tfm.transformer import (
 
 __all__ = [
     "BOS_ID",
+    "Batch",
     "BYTE_TOKENS",
     "EOS_ID",
     "PAD_ID",
@@ -89,11 +95,14 @@ __all__ = [
     "StopFlag",
     "Tokenizer",
     "Transformer",
+    "UnreadSteps",
     "batching",
     "beam_search",
     "build_model",
     "build_optimizer",
+    "device_peak",
     "encode_split",
+    "evaluate_run",
     "export_run",
     "generate_toy_corpus",
     "greedy_decode",
@@ -101,6 +110,7 @@ __all__ = [
     "load_config",
     "load_texts",
     "load_trained",
+    "model_step_flops",
     "open_session",
     "open_translator",
     "optimizer_step",
@@ -109,6 +119,7 @@ __all__ = [
     "projected_loss_sum",
     "score_translations",
     "sinusoidal_table",
+    "static_shape",
     "step",
     "teacher_forced_loss",
     "train",

@@ -382,9 +382,18 @@ class TrainConfig(StrictModel):
         "auto", description="Device to train on; auto: CUDA, else Apple MPS, else CPU."
     )
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="Arithmetic: fp32, or bf16 autocast; auto: fp32 (measured faster)."
+        "auto",
+        description="Arithmetic: fp32, or bf16 autocast; auto: bf16 when training on a CUDA GPU "
+        "that supports it, fp32 elsewhere and for decoding (measured faster on the CPU).",
     )
     compile: bool = Field(False, description="torch.compile the model for training steps.")
+    static_shapes: bool = Field(
+        False,
+        description="Pad each training batch to one of a few fixed shapes (both sides to a "
+        "width of 8, 12, 16, 24, 32, …; as many sentences as `max_tokens` allows), so that "
+        "compiled steps are reused; with `compile` on a CUDA GPU, replayed as CUDA graphs. "
+        "Costs the padding; for models bound by kernel launches.",
+    )
     threads: int | None = Field(
         None,
         ge=1,

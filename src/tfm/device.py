@@ -54,14 +54,32 @@ def without_cudnn_attention() -> None:
 
 
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype:
-    """`auto` is float32 on every device: bf16 autocast measured slower than float32 for tfm's
-    models on both machines tried, a 2-core AVX-512 BF16 CPU without AMX (0.93x) and an H100
-    (0.87x float32's speed by median step time, 0.93x by tokens/s, for the 7.6M Multi30k
-    model, which is bound by kernel launches there, not arithmetic; autocast adds casts). See
-    bench/README.md. `bf16` turns it on."""
+    """The precision decoding uses: `auto` is float32 on every device (decoding's bf16 outputs
+    are not checked against float32's, and a decoding step is small); `bf16` turns it on."""
     if precision == "bf16":
         return torch.bfloat16
     return torch.float32
+
+
+def training_precision(precision: str, device: torch.device) -> torch.dtype:
+    """The precision training uses: `auto` is bf16 autocast on a CUDA device that supports it,
+    where the paper's base model trained 3.07x as fast as in float32 on an H200 (bench/README.md),
+    and float32 elsewhere: on the CPU, bf16 measured slower for tfm's models (0.93x on a 2-core
+    AVX-512 BF16 CPU). A model small enough to be bound by kernel launches on a GPU (the 7.6M
+    Multi30k model: bf16 0.71x float32 on an H200) is better off with `fp32` there."""
+    if precision == "auto":
+        return torch.bfloat16 if device.type == "cuda" and cuda_bf16_supported() else torch.float32
+    return resolve_precision(precision, device)
+
+
+def cuda_bf16_supported() -> bool:
+    """Whether this process's CUDA device computes in bf16 natively (Ampere and later)."""
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+
+
+def precision_name(dtype: torch.dtype) -> str:
+    """`fp32` or `bf16`, as `train.precision` spells them."""
+    return "bf16" if dtype == torch.bfloat16 else "fp32"
 
 
 def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:

@@ -3,6 +3,7 @@ each must finish through tfm's public functions and print its report with plausi
 Reports are ratios and shares measured in the run, so nothing here times anything itself."""
 
 import importlib
+import json
 import math
 import re
 from pathlib import Path
@@ -49,6 +50,12 @@ def test_train_speed(script, capsys):
     fp32, bf16 = numbers(r"validation loss after 6 steps .*: fp32 ([\d.]+), bf16 ([\d.]+)", out)
     assert 0 < fp32 < 10 and abs(bf16 - fp32) < 0.05 * fp32
     assert "profile of one step (self CPU time)" in out and "aten::" in out
+    (model,) = numbers(
+        r"\(f\) model FLOPs utilisation, 6 float32 steps .*: model ([\d.]+) GFLOP/s", out
+    )
+    (peak,) = numbers(r"float32 matmul peak \(256x256, .*\): median ([\d.]+) GFLOP/s", out)
+    (share,) = numbers(r"share of the measured peak: ([\d.]+)%", out)
+    assert 0 < model and 0 < peak and share == pytest.approx(100 * model / peak, rel=0.5)
 
 
 def test_decode_speed(script, capsys):
@@ -103,6 +110,49 @@ def test_multi30k_names_the_missing_copy_and_how_to_give_it(script, monkeypatch,
     elsewhere = tmp_path / "elsewhere"
     with pytest.raises(SystemExit, match=r"Multi30k not found at .*elsewhere;"):
         bench.main(["--data", str(elsewhere), "--runs", str(tmp_path)])  # --data wins
+
+
+def test_rerank_sweep(script, capsys):
+    script("rerank_sweep").main(["--quick"])
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if re.match(r"\| \d ", line)]
+    assert [row.split(" | ")[0] for row in rows] == ["| 0", "| 1", "| 2"]
+    for row in rows:
+        cells = [float(cell) for cell in row.strip("| ").split(" | ")]
+        assert all(0 <= bleu <= 100 for bleu in cells[1:3] + cells[4:6])
+        assert 0 < cells[3] < 5 and 0 < cells[6] < 5  # length ratios
+    weight, chrf = numbers(
+        r"chosen on validation \(bleu_lowercase\): W (\d); .*chrF ([\d.]+)", out[-1]
+    )
+    assert weight in (0, 1, 2) and 0 < chrf <= 100
+
+
+def test_gpu_speed(script, capsys, tmp_path):
+    """The one command of every GPU figure, on the CPU with tiny models: each part reports."""
+    figures_file = tmp_path / "figures.json"
+    script("gpu_speed").main(["--quick", "--json", str(figures_file)])
+    out = capsys.readouterr().out
+    fp32, bf16 = numbers(
+        r"\(a\) measured matmul peak .*: fp32 ([\d.]+) TFLOP/s, bf16 ([\d.]+)", out
+    )
+    assert fp32 > 0 and bf16 > 0
+    figures = json.loads(figures_file.read_text())
+    for model in ("multi30k_model", "base_model"):
+        rows = figures[model]
+        for variant in ("fp32", "fp32 static", "bf16", "bf16 static"):
+            row = rows[variant]
+            assert row["median_step_ms"] > 0 and row["tokens_per_s"] > 0
+            # MFU: the model FLOP/s over the peak measured in the same run
+            peak = figures["matmul_peak_tflops"][variant.split()[0]]
+            assert row["mfu_measured_peak"] == pytest.approx(row["model_tflops_per_s"] / peak)
+        assert rows["fp32"]["speed_against_fp32"] == 1.0
+        fp32_loss, bf16_loss = rows["validation_loss"]["fp32"], rows["validation_loss"]["bf16"]
+        assert 0 < fp32_loss < 10 and abs(bf16_loss - fp32_loss) < 0.05 * fp32_loss
+    recipe = figures["recipe"]
+    assert recipe["steps"] == 60 and recipe["wall_s"] > 0
+    for decoding in ("greedy", "beam 5"):
+        assert 0 <= recipe[decoding]["bleu"] <= 100 and recipe[decoding]["sentences_per_second"] > 0
+    assert "left out" not in out and "failed" not in out
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -73,3 +73,42 @@ def test_a_gpu_run_stores_tied_weights_once_as_a_cpu_run_does(tmp_path):
         weights = load_checkpoint(runs[1] / name)["model"]
         storages = {t.untyped_storage().data_ptr() for t in weights.values()}
         assert len(storages) == len(weights) - 2  # three names, one tensor
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_training_steps_on_cuda_never_wait_for_the_gpu(tmp_path, precision):
+    """torch's sync debug mode raises at any operation that makes the host wait for the GPU
+    (.item(), a count of True values, a blocking copy): the steps after the first (which sets
+    up the optimizer's state) have none, and their outcomes are read when asked."""
+    from tfm.training import StopFlag, optimizer_step
+    from tfm.training.data_parallel import DataParallel
+    from tfm.training.distributed import Replicas
+    from tfm.training.session import open_session
+
+    config = tiny_config(tmp_path / "run", WIDER, device="cuda", precision=precision)
+    session = open_session(config, resume=False, overwrite=False)
+    assert not session.read_each_step
+    parallel = DataParallel(Replicas(), session, StopFlag())
+    data = session.epochs.data(0)
+    batches = [data.batch(indices) for indices in data.batches[:4]]
+    optimizer_step(session, parallel, batches[:1])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for batch in batches[1:]:
+            optimizer_step(session, parallel, [batch])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert session.progress.tokens_seen == 0 and len(session.unread.steps) == 4
+    session.read_steps()
+    assert session.progress.tokens_seen == sum(b.n_tgt_tokens for b in batches)
+    assert session.progress.log_window.steps == 4 and session.progress.nonfinite_total == 0
+
+
+def test_precision_auto_trains_in_bf16_on_a_gpu_that_computes_in_it(tmp_path):
+    from tfm.training.session import open_session
+
+    session = open_session(tiny_config(tmp_path / "run", device="cuda"), resume=False,
+                           overwrite=False)  # fmt: skip
+    bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    assert session.dtype == (torch.bfloat16 if bf16 else torch.float32)

@@ -74,6 +74,45 @@ def collate(src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]], pad_id: 
     )
 
 
+STATIC_MIN_WIDTH = 8
+
+
+def static_size(n: int) -> int:
+    """The smallest size of the fixed set 1, 2, 3, 4, 6, 8, 12, 16, 24, … (2^k and 3·2^k) that
+    holds `n`: sizes at most 1.5x apart, so padding to them wastes at most a third."""
+    power = 1 << max(n - 1, 0).bit_length()  # the smallest power of two >= n
+    return 3 * power // 4 if power >= 4 and 3 * power // 4 >= n else power
+
+
+def static_shape(sentences: int, src_len: int, tgt_len: int, *, max_tokens: int) -> tuple[int, int]:
+    """The (sentences, width) a batch is padded to for static shapes: both sides to one width
+    from the fixed set (at least STATIC_MIN_WIDTH), and as many sentences as `max_tokens` allows
+    at that width, or the batch's own count rounded up to the set where it has more. Nearly
+    every batch of a width then has one shape: a handful of shapes in all."""
+    width = static_size(max(src_len, tgt_len, STATIC_MIN_WIDTH))
+    full = max_tokens // width
+    return (full if sentences <= full else static_size(sentences)), width
+
+
+def pad_to_static_shape(
+    batch: Batch, *, max_tokens: int, pad_id: int, bos_id: int, eos_id: int
+) -> Batch:
+    """`batch` padded to its `static_shape`, for launch-bound training (CUDA graphs,
+    torch.compile). Added sentences are a source of one EOS and a target of BOS alone, with no
+    real target token: every attention row keeps a key (no all-masked softmax, no NaN), and the
+    loss, which counts real target tokens only, does not see them."""
+    B, S = batch.src.shape
+    T = batch.tgt_in.size(1)
+    sentences, width = static_shape(B, S, T, max_tokens=max_tokens)
+    if (sentences, width, width) == (B, S, T):
+        return batch
+    src = torch.full((sentences, width), pad_id, dtype=batch.src.dtype)
+    tgt_in, tgt_out = src.clone(), src.clone()
+    src[:B, :S], tgt_in[:B, :T], tgt_out[:B, :T] = batch.src, batch.tgt_in, batch.tgt_out
+    src[B:, 0], tgt_in[B:, 0] = eos_id, bos_id
+    return replace(batch, src=src, tgt_in=tgt_in, tgt_out=tgt_out)
+
+
 @dataclass(frozen=True)
 class Pairs:
     """An epoch's framed training pairs before batching (src = ids + [EOS], tgt = [BOS] + ids +

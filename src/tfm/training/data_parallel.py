@@ -25,7 +25,7 @@ from tfm.training.session import Session, StopFlag
 from tfm.training.validation import validate_and_checkpoint
 
 log = logging.getLogger(__name__)
-Number = TypeVar("Number", int, float)
+Number = TypeVar("Number", int, float, torch.Tensor)
 
 # What inductor's CPU code generation calls (it reads $CXX first).
 _CXX = tuple(c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c)
@@ -73,9 +73,13 @@ def steps_in_epoch(n_batches: int, *, accumulate: int, world_size: int) -> int:
     return n_batches // per_step + (n_batches % per_step >= world_size)
 
 
-def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """`module` under `torch.compile` for training steps: shapes vary from batch to batch, so
-    compiled for dynamic shapes (a few compilations in all, not one per batch shape). It shares the
+def compiled(
+    module: torch.nn.Module, device: torch.device, *, static_shapes: bool = False
+) -> torch.nn.Module:
+    """`module` under `torch.compile` for training steps. Shapes vary from batch to batch, so
+    compiled for dynamic shapes (a few compilations in all, not one per batch shape); with
+    `static_shapes` (batches padded to a few fixed shapes), once per shape, and on CUDA in
+    "reduce-overhead" mode, which replays each shape's kernels as a CUDA graph. It shares the
     parameters; checkpoints keep saving the uncompiled model. On CPU, inductor needs a C++
     compiler: without one, a one-line error instead of a failure at the first step."""
     if device.type == "cpu" and not any(shutil.which(c) for c in _CXX):
@@ -84,7 +88,10 @@ def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
             "none found on PATH); install one or set train.compile: false"
         )
     log.info("train.compile: the model is compiled at its first training step (this takes a while)")
-    return cast(torch.nn.Module, torch.compile(module, dynamic=True))
+    if not static_shapes:
+        return cast(torch.nn.Module, torch.compile(module, dynamic=True))
+    mode = "reduce-overhead" if device.type == "cuda" else None
+    return cast(torch.nn.Module, torch.compile(module, dynamic=False, mode=mode))
 
 
 class DataParallel:
@@ -104,7 +111,9 @@ class DataParallel:
         if replicas.active:
             self._start_ddp()
         if session.config.train.compile:
-            self.module = compiled(self.module, session.device)
+            self.module = compiled(
+                self.module, session.device, static_shapes=session.config.train.static_shapes
+            )
 
     def _start_ddp(self) -> None:
         replicas, session = self.replicas, self.session
@@ -154,8 +163,12 @@ class DataParallel:
             torch.manual_seed(seed % 2**63)
 
     def sum(self, value: Number) -> Number:
-        """`value` summed over all processes (an int stays an int)."""
+        """`value` summed over all processes (an int stays an int; a tensor is summed on its
+        device, without waiting for it)."""
         if not self.replicas.active:
+            return value
+        if isinstance(value, torch.Tensor):
+            dist.all_reduce(value)
             return value
         dtype = torch.int64 if isinstance(value, int) else torch.float64
         total = torch.tensor([value], dtype=dtype, device=self.replicas.device)

@@ -25,6 +25,7 @@ from tfm.training.progress import TrainingProgress
 from tfm.training.session import Session, StopFlag
 from tfm.training.state import LogWindow
 from tfm.training.step import optimizer_step
+from tfm.training.utilisation import utilisation
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> T
     )
     try:
         reason = _run(session, parallel, bar)
+        session.read_steps()
     finally:
         bar.close()
     if parallel.is_main and session.progress.log_window.steps:
@@ -130,12 +132,12 @@ def _run(session: Session, parallel: DataParallel, bar: TrainingProgress) -> str
             group, consumed = parallel.shard(data.batches, p.position)
             if not group:
                 break
-            result = optimizer_step(session, parallel, [data.batch(b) for b in group])
+            optimizer_step(session, parallel, [data.batch(b) for b in group])
             p.position += consumed
+            if _read_due(t, p.step):
+                session.read_steps()  # waits for the device: the window's time includes it
             p.elapsed_s = time.monotonic() - started
             window = p.log_window
-            if result.loss is not None:
-                window.add(result.loss, result.tokens)
             window.seconds += time.monotonic() - window_clock
             bar.update()
             if p.step % t.log_every == 0 and window.steps:
@@ -153,6 +155,14 @@ def _run(session: Session, parallel: DataParallel, bar: TrainingProgress) -> str
     return "max_epochs"
 
 
+def _read_due(t: TrainConfig, step: int) -> bool:
+    """Whether the loop reads the steps' outcomes from the device after `step`: for a log line,
+    a validation or a checkpoint (each process, so that all of them stop together on too many
+    non-finite steps)."""
+    every = (t.log_every, t.validate_every, t.checkpoint_every)
+    return any(n is not None and step % n == 0 for n in every) or _out_of_steps(t, step)
+
+
 def _log_training(session: Session, bar: TrainingProgress, *, partial: bool = False) -> None:
     """Write the log window's line to metrics.jsonl and the progress bar. A `partial` window is
     the steps after the last line when training ends: logged (marked so) for a short run's curve,
@@ -166,6 +176,7 @@ def _log_training(session: Session, bar: TrainingProgress, *, partial: bool = Fa
         "lr": session.optimizer.param_groups[0]["lr"],
         "tokens_per_s": round(window.tokens / max(window.seconds, 1e-9), 1),
         "peak_mib": round(peak_memory_mib(session.device)),
+        **utilisation(window.flops, window.seconds, session.device, session.dtype),
     }
     if partial:
         event["partial"] = True
@@ -201,6 +212,8 @@ def _after_step(session: Session, parallel: DataParallel, started: float) -> str
     stop = parallel.stop
     out_of_time = _out_of_time(t, time.monotonic() - started)
     out_of_time = parallel.agree(out_of_time)  # every process sees what any one of them saw
+    if out_of_time or stop.requested:
+        session.read_steps()
     if stop.requested:
         return "interrupted"
     out_of_steps = _out_of_steps(t, p.step)

@@ -18,7 +18,7 @@ from tfm.data.cache import training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import PAD_ID, Tokenizer
-from tfm.device import autocast, resolve_precision, select_device
+from tfm.device import autocast, precision_name, select_device, training_precision
 from tfm.errors import UsageError
 from tfm.recipe.plan import plan_run, with_stored_plan
 from tfm.rundir.metrics import append_event
@@ -30,8 +30,9 @@ from tfm.training.resume_policy import RunIdentity, judge_resume
 from tfm.training.run_directory import check_run_dir, create_run_dir, record_opened_run
 from tfm.training.schedule import build_optimizer
 from tfm.training.start_log import log_start
-from tfm.training.state import Progress, restore_rng_state, rng_state
+from tfm.training.state import Progress, UnreadSteps, restore_rng_state, rng_state
 from tfm.training.tensorboard import TensorBoardLog, open_tensorboard
+from tfm.training.utilisation import describe as describe_flops
 from tfm.transformer import ModelArgs, Transformer, build_model
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,10 @@ class Session:
     last_validation: dict | None = None  # the newest validation's metrics event
     last_findings: tuple[str, ...] = ()  # and the kinds of degeneration it showed (diagnostics)
     tensorboard: TensorBoardLog | None = None  # process 0's event files, when on
+    unread: UnreadSteps = field(default_factory=UnreadSteps)  # steps still on the device
+    # Read each step's outcome as it ends (free where the host computes, as on a CPU), or only
+    # when the loop needs it: log lines, validations, checkpoints (a GPU runs ahead meanwhile).
+    read_each_step: bool = True
 
     @property
     def train_split(self) -> EncodedSplit:
@@ -83,6 +88,10 @@ class Session:
 
     def autocast(self):
         return autocast(self.device, self.dtype)
+
+    def read_steps(self) -> None:
+        """Book the unread steps' outcomes into the progress (see `UnreadSteps`)."""
+        self.unread.read(self.progress, max_nonfinite=self.config.train.max_nonfinite)
 
     def write_metrics(self, event: dict) -> None:
         """Append `event` to metrics.jsonl (and the TensorBoard event files, when on)."""
@@ -104,6 +113,7 @@ class Session:
         )
 
     def state(self) -> dict:
+        self.read_steps()
         identity = self.identity()
         return {
             "kind": "train_state",
@@ -169,6 +179,12 @@ class Session:
             log.log(level, message)
 
 
+def reads_each_step(device: torch.device) -> bool:
+    """Whether training reads each step's outcome as it ends: not on CUDA, whose kernels run
+    behind the host and would be waited for; on the CPU the value is already there."""
+    return device.type != "cuda"
+
+
 def model_args(config: Config, tokenizer: Tokenizer) -> ModelArgs:
     """The model's shape: the config's model section, with the tokenizer's vocabulary sizes."""
     return ModelArgs.from_config(
@@ -213,7 +229,9 @@ def open_session(
     checkpoint = check_run_dir(paths, config, resume=resume, overwrite=overwrite, writer=writer)
     device = select_device(config.train.device)
     use_threads(config.train.threads)
-    dtype = resolve_precision(config.train.precision, device)
+    dtype = training_precision(config.train.precision, device)
+    log.info("precision: %s (train.precision %s) on %s", precision_name(dtype),
+             config.train.precision, device.type)  # fmt: skip
     tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
     config = _with_plan(config, paths, checkpoint, device, dtype, tokenizer)
     splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
@@ -225,6 +243,7 @@ def open_session(
     args = model_args(config, tokenizer)
     model = build_model(args).to(device)
     log.info("model: %s parameters", f"{sum(q.numel() for q in model.parameters()):,}")
+    log.info("%s", describe_flops(args, device, dtype))
     epochs = EpochPlan.from_config(config, splits["train"], tokenizer)
     session = Session(
         config=config,
@@ -245,6 +264,7 @@ def open_session(
         ),
         data_fingerprint=data_fingerprint,
         world_size=world_size,
+        read_each_step=reads_each_step(device),
     )
     if checkpoint:
         session.restore(checkpoint)

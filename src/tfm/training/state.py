@@ -1,11 +1,17 @@
-"""Everything a run needs to continue exactly where it stopped, as plain checkpointable values."""
+"""Everything a run needs to continue exactly where it stopped, as plain checkpointable values,
+and the steps whose results are still on the device (`UnreadSteps`)."""
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import asdict, dataclass, field
 
 import torch
+
+from tfm.errors import TrainingError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -21,11 +27,13 @@ class LogWindow:
     steps: int = 0  # steps with a finite loss
     tokens: int = 0  # real target tokens of those steps
     seconds: float = 0.0
+    flops: int = 0  # model FLOPs of those steps on this process (training/utilisation.py)
 
-    def add(self, loss: float, tokens: int) -> None:
+    def add(self, loss: float, tokens: int, flops: int = 0) -> None:
         self.loss_sum += loss
         self.steps += 1
         self.tokens += tokens
+        self.flops += flops
 
 
 @dataclass
@@ -58,6 +66,65 @@ class Progress:
         values = dict(values)
         window = LogWindow(**values.pop("log_window", {}))
         return cls(**values, log_window=window)
+
+
+@dataclass(frozen=True)
+class DeviceStep:
+    """One step's outcome as it lies on the device: `loss` its mean token loss (a float64
+    scalar) and `finite` whether its loss and gradient were finite (a bool scalar; the update
+    was skipped where not). `tokens` (real target tokens), `lr` and `flops` are the host's own."""
+
+    step: int
+    lr: float
+    tokens: int
+    loss: torch.Tensor
+    finite: torch.Tensor
+    flops: int = 0  # model FLOPs of this process's batches
+
+
+class UnreadSteps:
+    """The steps taken since the host last read their outcomes from the device.
+
+    Reading a value back from a GPU waits for all the work queued before it, so a step that read
+    its loss would stall the GPU once per step. The training step leaves its outcome here instead;
+    `read` fetches every unread step's loss and finiteness in one transfer and books them into the
+    progress in step order, exactly as if each step had been read as it finished: the log
+    window's loss and tokens, `tokens_seen`, and the counts of non-finite (skipped) steps, which
+    are logged, and stop training with a TrainingError after `max_nonfinite` in a row.
+    """
+
+    def __init__(self) -> None:
+        self.steps: list[DeviceStep] = []
+
+    def add(self, step: DeviceStep) -> None:
+        self.steps.append(step)
+
+    def read(self, progress: Progress, *, max_nonfinite: int) -> None:
+        if not self.steps:
+            return
+        steps, self.steps = self.steps, []
+        pairs = torch.stack([torch.stack([s.loss, s.finite.to(s.loss.dtype)]) for s in steps])
+        for s, (loss, finite) in zip(steps, pairs.tolist(), strict=True):  # one transfer
+            if finite:
+                progress.log_window.add(loss, s.tokens, s.flops)
+                progress.tokens_seen += s.tokens
+                progress.nonfinite_in_a_row = 0
+            else:
+                _skipped(progress, s, max_nonfinite=max_nonfinite, read_at=steps[-1].step)
+
+
+def _skipped(progress: Progress, s: DeviceStep, *, max_nonfinite: int, read_at: int) -> None:
+    """Count a non-finite step (its update was skipped); stop when too many came in a row."""
+    progress.nonfinite_in_a_row += 1
+    progress.nonfinite_total += 1
+    log.warning("step %d: non-finite loss or gradient (lr %.3g); update skipped", s.step, s.lr)
+    if progress.nonfinite_in_a_row >= max_nonfinite:
+        read = f" (read at step {read_at})" if read_at != s.step else ""
+        raise TrainingError(
+            f"training stopped at step {s.step}{read}: {progress.nonfinite_in_a_row} non-finite "
+            f"losses in a row (lr {s.lr:.3g}); try a lower train.lr, more train.warmup_steps, "
+            "train.clip_norm, or train.precision: fp32"
+        )
 
 
 def rng_state() -> dict:

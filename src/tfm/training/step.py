@@ -14,19 +14,19 @@ on a real `Session`:
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from tfm.data.batching import Batch
-from tfm.data.tokenizer import PAD_ID
-from tfm.errors import TrainingError
+from tfm.data.batching import Batch, pad_to_static_shape
+from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tfm.loss import projected_loss_sum
 from tfm.training.data_parallel import DataParallel
 from tfm.training.schedule import rate_at
 from tfm.training.session import Session
+from tfm.training.state import DeviceStep
+from tfm.training.utilisation import step_flops
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,20 @@ log = logging.getLogger(__name__)
 class StepResult:
     """What one step did: `loss` is its mean label-smoothed loss per real target token, over all
     processes (None: the loss or gradient was not finite and the update was skipped); `tokens`
-    its real target tokens, over all processes."""
+    its real target tokens, over all processes. Reading `loss` waits for the device: the
+    training loop reads its steps in bulk instead (`UnreadSteps`)."""
 
-    loss: float | None
-    tokens: int
+    on_device: DeviceStep
+
+    @property
+    def loss(self) -> float | None:
+        step = self.on_device
+        loss, finite = torch.stack([step.loss, step.finite.to(step.loss.dtype)]).tolist()
+        return loss if finite else None
+
+    @property
+    def tokens(self) -> int:
+        return self.on_device.tokens
 
 
 def optimizer_step(
@@ -48,8 +58,10 @@ def optimizer_step(
     `session.progress.step` advances by one and the learning rate follows it. The loss is
     normalised by all the step's real target tokens, on all processes under torchrun.
 
-    A non-finite loss or gradient skips the update (counted); after `train.max_nonfinite` such
-    steps in a row, training stops with a TrainingError.
+    The step never waits for the device: its loss and finiteness stay there, in
+    `session.unread`, until the loop reads them (on a CPU device, at once). A non-finite loss or
+    gradient skips the update on the device (fused AdamW's `found_inf`); reading it counts it, and
+    after `train.max_nonfinite` such steps in a row, training stops with a TrainingError.
     """
     cfg, p, model, optimizer = session.config, session.progress, session.model, session.optimizer
     p.step += 1
@@ -57,54 +69,80 @@ def optimizer_step(
     lr = rate_at(p.step, cfg)
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
+    if cfg.train.static_shapes:
+        batches = [static(b, max_tokens=cfg.train.max_tokens) for b in batches]
     n_tokens = parallel.sum(sum(b.n_tgt_tokens for b in batches))
     parallel.module.train()
     optimizer.zero_grad(set_to_none=True)
-    total = 0.0
+    # Summed in float64 (float32 on MPS, which has none), as the host once summed the losses.
+    total = torch.zeros((), dtype=_sum_dtype(session.device), device=session.device)
     for i, batch in enumerate(batches):
         with parallel.gradient_sync(last=i == len(batches) - 1):
-            batch = batch.to(session.device)
-            with session.autocast():
-                loss = batch_loss_sum(session, parallel.module, batch)
-            loss = loss / n_tokens
+            loss = batch_loss_sum(session, parallel.module, batch) / n_tokens
             parallel.backward(loss)
-        total += float(loss.detach())
+        total = total + loss.detach().to(total.dtype)
     total = parallel.sum(total)  # the same on every process, and so is the gradient norm
     grads = [q.grad for q in model.parameters() if q.grad is not None]
     if cfg.train.clip_norm is not None:
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip_norm)
     else:
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-    if not (math.isfinite(total) and bool(torch.isfinite(norm))):
-        _skip(session, lr)
-        return StepResult(loss=None, tokens=n_tokens)
-    p.nonfinite_in_a_row = 0
-    optimizer.step()
-    p.tokens_seen += n_tokens
-    return StepResult(loss=total, tokens=n_tokens)
+    finite = torch.isfinite(total) & torch.isfinite(norm)
+    _update_unless(optimizer, skip=~finite)
+    flops = step_flops(session.model_args, batches)
+    result = DeviceStep(step=p.step, lr=lr, tokens=n_tokens, loss=total, finite=finite, flops=flops)
+    session.unread.add(result)
+    if session.read_each_step:
+        session.read_steps()
+    return StepResult(result)
 
 
-def _skip(session: Session, lr: float) -> None:
-    """Count a non-finite step and drop its gradients; stop when too many came in a row."""
-    p = session.progress
-    p.nonfinite_in_a_row += 1
-    p.nonfinite_total += 1
-    session.optimizer.zero_grad(set_to_none=True)
-    log.warning("step %d: non-finite loss or gradient (lr %.3g); update skipped", p.step, lr)
-    if p.nonfinite_in_a_row >= session.config.train.max_nonfinite:
-        raise TrainingError(
-            f"training stopped at step {p.step}: {p.nonfinite_in_a_row} non-finite losses in a "
-            f"row (lr {lr:.3g}); try a lower train.lr, more train.warmup_steps, "
-            "train.clip_norm, or train.precision: fp32"
-        )
+def _sum_dtype(device: torch.device) -> torch.dtype:
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def _update_unless(optimizer: torch.optim.Optimizer, *, skip: torch.Tensor) -> None:
+    """The optimizer's step, left out where `skip` (a bool scalar) is True. Fused AdamW decides
+    on the device, as its `found_inf` for mixed-precision loss scaling does (the step count, the
+    moments and the weights all stay); any other optimizer makes the host read `skip`."""
+    if not optimizer.defaults.get("fused"):
+        if not bool(skip):
+            optimizer.step()
+        return
+    found_inf = skip.to(torch.float32)
+    optimizer.found_inf = found_inf  # type: ignore[attr-defined]
+    try:
+        optimizer.step()
+    finally:
+        del optimizer.found_inf  # type: ignore[attr-defined]
+
+
+def static(batch: Batch, *, max_tokens: int) -> Batch:
+    """`batch` padded to one of a few fixed shapes (`train.static_shapes`)."""
+    return pad_to_static_shape(
+        batch, max_tokens=max_tokens, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID
+    )
 
 
 def batch_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """The summed label-smoothed cross-entropy (§5.4) of one batch's real target tokens; `module`
-    is the model as the step calls it (`parallel.module`: DDP-wrapped or compiled)."""
+    """The summed label-smoothed cross-entropy (§5.4) of one batch's real target tokens, under
+    the session's autocast; `module` is the model as the step calls it (`parallel.module`:
+    DDP-wrapped or compiled).
+
+    `batch` is in host memory, and which target positions are real is found there: found on a
+    GPU, their count would make the host wait for it. The batch then moves to the session's
+    device, and the model computes every position (static shapes stay static under
+    torch.compile); only the real positions are projected onto the vocabulary."""
+    real = batch.tgt_out != PAD_ID  # (B, T)
+    positions = real.flatten().nonzero().squeeze(1)  # (N,) row-major indices of real positions
+    device = session.device
+    targets = batch.tgt_out[real].to(device, non_blocking=True)  # (N,)
+    positions = positions.to(device, non_blocking=True)
+    batch = batch.to(device, non_blocking=True)
     weight = session.model.output_projection.weight
-    real = batch.tgt_out != PAD_ID  # (B, T): padding gets no logits at all
-    hidden = module(batch.src, batch.tgt_in, keep=real, project=False)  # (N, D)
-    return projected_loss_sum(
-        hidden, weight, batch.tgt_out[real], label_smoothing=session.config.train.label_smoothing
-    )
+    with session.autocast():
+        hidden = module(batch.src, batch.tgt_in, project=False)  # (B, T, D)
+        hidden = hidden.flatten(0, 1).index_select(0, positions)  # (N, D): padding gets no logits
+        return projected_loss_sum(
+            hidden, weight, targets, label_smoothing=session.config.train.label_smoothing
+        )

@@ -64,10 +64,10 @@ class Transformer(nn.Module):
 
     def source_mask(self, src_ids: Tensor) -> Tensor | None:
         """Key padding mask (B, 1, 1, S), True = real token; None when nothing is padding, so
-        attention can skip masking altogether (except under torch.compile)."""
+        attention can skip masking altogether (on the CPU, not under torch.compile)."""
         is_real = src_ids != self.pad_id  # (B, S)
-        if not torch.compiler.is_compiling() and bool(is_real.all()):
-            return None  # (under torch.compile, a branch on the data would break the graph)
+        if skips_unneeded_masks(src_ids) and bool(is_real.all()):
+            return None
         return is_real[:, None, None, :]  # (B, 1, 1, S)
 
     def _embed(self, ids: Tensor, embedding: TokenEmbedding, offset: int = 0) -> Tensor:
@@ -161,3 +161,10 @@ def build_model(args: ModelArgs) -> Transformer:
     Raises ValueError, naming the values, for inconsistent sizes or unknown option strings.
     """
     return Transformer(args)
+
+
+def skips_unneeded_masks(ids: Tensor) -> bool:
+    """Whether to look for padding before masking: only where the ids are in host memory. On a
+    GPU, the look would make the host wait for the device at every forward; under torch.compile,
+    a branch on the data would break the graph."""
+    return ids.device.type == "cpu" and not torch.compiler.is_compiling()
