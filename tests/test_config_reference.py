@@ -54,8 +54,8 @@ class _StricterConfig(Config):
 @pytest.mark.parametrize(
     ("schema", "row"),
     [
-        (_LongerConfig, "| `train.max_steps` | int or null | `600` | ≥ 1 |"),
-        (_StricterConfig, "| `train.max_steps` | int or null | `null` | ≥ 10 |"),
+        (_LongerConfig, "| `train.max_steps` | int or null | *recipe* (else `600`) | ≥ 1 |"),
+        (_StricterConfig, "| `train.max_steps` | int or null | *recipe* (else `null`) | ≥ 10 |"),
     ],
 )
 def test_a_changed_field_makes_the_reference_stale(schema, row):
