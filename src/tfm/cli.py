@@ -303,6 +303,54 @@ def rerank_sweep(
     typer.echo(format_sweep(sweep(request, weights or DEFAULT_WEIGHTS, choose_by=choose_by)))
 
 
+@app.command()
+@_command
+def serve(
+    run: RunOption = None,
+    host: Annotated[
+        str,
+        typer.Option(help="Address to listen on; another than loopback needs a key or --no-auth."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one.")] = 8000,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option("--api-key-file", help="File holding the key clients send as a Bearer token."),
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="Serve another --host without a key.")
+    ] = False,
+    device: DeviceOption = None,
+    beam_size: BeamOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    threads: ThreadsOption = None,
+    max_sentences: Annotated[int, typer.Option(min=1, help="Sentences a request.")] = 64,
+    max_chars: Annotated[int, typer.Option(min=1, help="Characters a sentence.")] = 1000,
+    max_queue: Annotated[
+        int, typer.Option(min=1, help="Requests waiting; more are refused (503).")
+    ] = 256,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds a request may take before a 503.")
+    ] = 30.0,
+    batch_wait_ms: Annotated[
+        float, typer.Option(min=0.0, help="Milliseconds to gather requests into one batch.")
+    ] = 5.0,
+) -> None:
+    """Serve a run or export over HTTP: the page at /, POST /translate and /attention, GET /info
+    and /health. Prints the address on stdout once it listens; Ctrl-C or SIGTERM stop it."""
+    from tfm.prediction.settings import DecodeRequest
+    from tfm.serve.request_limits import ServeLimits
+    from tfm.serve.server import ServeOptions
+    from tfm.serve.server import serve as serve_run
+
+    request = DecodeRequest(run=run, device=device, beam_size=beam_size,
+                            length_penalty=length_penalty, threads=threads)  # fmt: skip
+    limits = ServeLimits(max_sentences=max_sentences, max_chars=max_chars, max_queue=max_queue,
+                         timeout_s=timeout, batch_wait_ms=batch_wait_ms)  # fmt: skip
+    options = ServeOptions(host=host, port=port, api_key_file=api_key_file, no_auth=no_auth,
+                           limits=limits)  # fmt: skip
+    serve_run(request, options, on_ready=lambda address: _write_lines([address]))
+
+
 # --- pictures ------------------------------------------------------------------------------------
 
 
