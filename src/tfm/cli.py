@@ -216,7 +216,9 @@ def evaluate(
 @_decoding_options
 def translate(
     sentences: Annotated[list[str] | None, typer.Argument(help="Sentences to translate.")] = None,
-    file: Annotated[Path | None, typer.Option("--file", help="Translate each line.")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="Translate each line; - reads stdin.")
+    ] = None,
     n_best: Annotated[
         int | None,
         typer.Option(
@@ -231,19 +233,30 @@ def translate(
     *,
     decoding: dict,
 ) -> None:
-    """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
+    """Translate sentences (arguments, --file, or lines on stdin), one output line each; at a
+    terminal with no input, translate each line typed at a prompt until Ctrl-D."""
     from tfm.commands.decode import check_n_best, translate_batches, translate_batches_nbest
     from tfm.commands.input import translation_input
 
-    batches = translation_input(sentences or [], file, sys.stdin)
+    interactive = not sentences and file is None and sys.stdin.isatty()
+    if interactive:
+        typer.echo("Type a sentence, then Enter; arrow keys recall lines, Ctrl-D ends.", err=True)
+    batches = translation_input(sentences or [], file, sys.stdin, ask=_ask)
     if n_best is None:
         for translations in translate_batches(_open_translator(decoding), batches):
             _write_lines(translations)
-        return
-    check_n_best(n_best, decoding["beam_size"])
-    translator = _open_translator(decoding, min_beam=n_best)
+    else:
+        check_n_best(n_best, decoding["beam_size"])
+        translator = _open_translator(decoding, min_beam=n_best)
+        _write_nbest(translate_batches_nbest(translator, batches, n_best))
+    if interactive:
+        typer.echo("", err=True)  # the line Ctrl-D left open
+
+
+def _write_nbest(found_batches) -> None:
+    """`tfm translate --n-best` output: line number, score and translation, tab-separated."""
     done = 0  # lines translated before this batch
-    for found in translate_batches_nbest(translator, batches, n_best):
+    for found in found_batches:
         _write_lines([f"{done + i}\t{score:.4f}\t{text}"
                       for i, hypotheses in enumerate(found, start=1)
                       for text, score in hypotheses])  # fmt: skip
@@ -258,6 +271,16 @@ def _open_translator(decoding: dict, *, min_beam: int = 1) -> Translator:
     request = DecodeRequest(**{**decoding, "ensemble": decoding["ensemble"] or (),
                                "rerank_with": decoding["rerank_with"] or ()})  # fmt: skip
     return open_translator(request, min_beam=min_beam)
+
+
+def _ask(prompt: str) -> str:
+    """One line typed at the terminal after `prompt`, which goes to stderr when stdout is not
+    the terminal (`tfm translate > out.txt` keeps only translations in the file)."""
+    if sys.stdout.isatty():
+        return input(prompt)
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    return input()
 
 
 def _write_lines(lines: list[str]) -> None:
