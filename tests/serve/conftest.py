@@ -11,7 +11,7 @@ import torch
 from tiny_models import single_thread
 
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.serve.translator_adapter import open_translator
+from tfm.prediction.translator import open_translator
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -16,10 +16,10 @@ from http_client import TIMEOUT_S, call, served
 from typer.testing import CliRunner
 
 from tfm.cli import app
-from tfm.deploy import export_run, translate_with_ctranslate2
+from tfm.deploy import export_run
 from tfm.prediction.settings import DecodeRequest
+from tfm.prediction.translator import open_translator
 from tfm.serve.app import create_app
-from tfm.serve.translator_adapter import open_translator
 
 
 @pytest.mark.parametrize(
@@ -80,9 +80,9 @@ def test_an_int8_export_is_served_like_the_run(trained_run, tmp_path):
     sentences = ["the small dog sees the big cat", "", "a bird sleeps"]
     with served(create_app(translator)) as base:
         info = call(base, "GET", "/info").json()
-        assert (info["engine"], info["step"], info["attention"]) == ("ctranslate2", None, False)
+        assert (info["engine"], info["step"], info["attention"]) == ("ctranslate2", 200, False)
         found = call(base, "POST", "/translate", {"sentences": sentences}).json()
-        assert found["translations"] == translate_with_ctranslate2(exported, sentences)
+        assert found["translations"] == translator.translate(sentences)
         nbest = call(base, "POST", "/translate", {"sentences": sentences[:1], "n_best": 2}).json()
         assert len(nbest["n_best"][0]) == 2
         answer = call(base, "POST", "/attention", {"sentence": "a dog"})

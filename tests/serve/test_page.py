@@ -17,8 +17,8 @@ from builders import tiny_config
 from http_client import call, served
 
 from tfm.prediction.settings import DecodeRequest
+from tfm.prediction.translator import open_translator
 from tfm.serve.app import create_app
-from tfm.serve.translator_adapter import open_translator
 from tfm.training import train
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

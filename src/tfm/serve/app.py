@@ -23,11 +23,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from tfm.errors import TfmError
+from tfm.prediction.translator import Translator
 from tfm.serve.batch_worker import BatchWorker, Options, QueueFull
 from tfm.serve.bodies import ApiError, AttentionBody, TranslateBody, read_body
 from tfm.serve.page_assets import load_page
 from tfm.serve.request_limits import MAX_SERVE_BEAM, ServeLimits
-from tfm.serve.translator_adapter import Translator
 
 log = logging.getLogger(__name__)
 

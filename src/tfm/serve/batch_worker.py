@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfm.prediction.settings import DecodeSettings
-from tfm.serve.translator_adapter import Translator
+from tfm.prediction.translator import Translator
 
 log = logging.getLogger(__name__)
 

@@ -46,8 +46,8 @@ def serve(
     api_key = check_access(options)
     _require_web_stack()
     listening = _listen(options.host, options.port)
+    from tfm.prediction.translator import open_translator
     from tfm.serve.app import create_app
-    from tfm.serve.translator_adapter import open_translator
 
     translator = open_translator(request)
     app = create_app(translator, options.limits, api_key=api_key)
