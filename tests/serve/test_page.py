@@ -97,6 +97,8 @@ def test_the_page_translates_and_shows_the_attention_of_the_chosen_head(layered,
         wait.until(lambda d: shown(d) == translation, message=f"{translation!r} never shown")
         wait.until(lambda d: d.find_element(By.ID, "heatmap").get_attribute("data-view"))
         assert heatmap(browser) == attention["cross"][0][0]
+        pair = browser.find_element(By.ID, "attention-pair").get_attribute("textContent")
+        assert pair == f"“{SENTENCE}” → “{attention['translation']}”"
         tokens = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#heatmap thead th")]
         assert tokens[1:] == attention["source_tokens"]
 

@@ -159,6 +159,7 @@ function draw() {
   });
   table.replaceChildren(thead, tbody);
   table.dataset.view = `${kind} ${layer} ${head}`;
+  $("attention-pair").textContent = `“${a.source}” → “${a.translation}”`;
   $("axes").textContent = `rows: ${AXES[kind][0]} · columns: ${AXES[kind][1]} · layer ${layer + 1}, head ${head + 1}`;
   $("masked-note").hidden = kind !== "decoder";
 }
