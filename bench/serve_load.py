@@ -74,16 +74,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 def _run_and_sentences(args: argparse.Namespace, scratch: Path) -> tuple[Path, list[str]]:
     if args.quick and args.run is None:
-        from tfm.config import load_config
-        from tfm.data.pipeline import load_texts
-        from tfm.training import train
+        from tfm.api import load_config, load_texts, train
 
         config = load_config(None, [f"run_dir={scratch / 'run'}", *QUICK_TRAINING])
         train(config, progress_bar=False)
         return scratch / "run", load_texts(config.data, "test")[0]
     if args.run is None:
         sys.exit("give --run RUN (a trained run) or --quick")
-    from tfm.config import load_config
+    from tfm.api import load_config
 
     language = load_config(args.run / "config.yaml", stored=True).data.src_lang
     path = data_dir(args.data) / f"test2016.{language}"
@@ -93,7 +91,7 @@ def _run_and_sentences(args: argparse.Namespace, scratch: Path) -> tuple[Path, l
 
 
 def _exported(run: Path, out: Path) -> Path:
-    from tfm.deploy import export_run
+    from tfm.api import export_run
 
     export_run(run, out, quantization="int8")
     return out
