@@ -17,9 +17,11 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.deploy import export_run
+from tfm.errors import UsageError
 from tfm.prediction.settings import DecodeRequest
 from tfm.prediction.translator import open_translator
 from tfm.serve.app import create_app
+from tfm.serve.server import ServeOptions, check_access
 
 
 @pytest.mark.parametrize(
@@ -90,3 +92,15 @@ def test_an_int8_export_is_served_like_the_run(trained_run, tmp_path):
         assert answer.json()["error"] == (
             "attention weights need a torch run; this server decodes a ctranslate2 export"
         )
+
+
+def test_access_is_checked_before_anything_is_opened(tmp_path):
+    key_file = tmp_path / "api.key"
+    key_file.write_text("s3cret-key-of-24-chars!!\n")
+    assert check_access(ServeOptions(api_key_file=key_file)) == "s3cret-key-of-24-chars!!"
+    assert check_access(ServeOptions(host="0.0.0.0", api_key_file=key_file)) is not None
+    assert check_access(ServeOptions(host="0.0.0.0", no_auth=True)) is None
+    for loopback in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        assert check_access(ServeOptions(host=loopback)) is None
+    with pytest.raises(UsageError, match="--host 192.168.1.2 serves other machines"):
+        check_access(ServeOptions(host="192.168.1.2"))
