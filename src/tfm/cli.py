@@ -216,7 +216,9 @@ def evaluate(
 @_decoding_options
 def translate(
     sentences: Annotated[list[str] | None, typer.Argument(help="Sentences to translate.")] = None,
-    file: Annotated[Path | None, typer.Option("--file", help="Translate each line.")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="Translate each line; - reads stdin.")
+    ] = None,
     n_best: Annotated[
         int | None,
         typer.Option(
@@ -231,19 +233,30 @@ def translate(
     *,
     decoding: dict,
 ) -> None:
-    """Translate sentences (arguments, --file, or lines on stdin), one output line each."""
+    """Translate sentences (arguments, --file, or lines on stdin), one output line each; at a
+    terminal with no input, translate each line typed at a prompt until Ctrl-D."""
     from tfm.commands.decode import check_n_best, translate_batches, translate_batches_nbest
     from tfm.commands.input import translation_input
 
-    batches = translation_input(sentences or [], file, sys.stdin)
+    interactive = not sentences and file is None and sys.stdin.isatty()
+    if interactive:
+        typer.echo("Type a sentence, then Enter; arrow keys recall lines, Ctrl-D ends.", err=True)
+    batches = translation_input(sentences or [], file, sys.stdin, ask=_ask)
     if n_best is None:
         for translations in translate_batches(_open_translator(decoding), batches):
             _write_lines(translations)
-        return
-    check_n_best(n_best, decoding["beam_size"])
-    translator = _open_translator(decoding, min_beam=n_best)
+    else:
+        check_n_best(n_best, decoding["beam_size"])
+        translator = _open_translator(decoding, min_beam=n_best)
+        _write_nbest(translate_batches_nbest(translator, batches, n_best))
+    if interactive:
+        typer.echo("", err=True)  # the line Ctrl-D left open
+
+
+def _write_nbest(found_batches) -> None:
+    """`tfm translate --n-best` output: line number, score and translation, tab-separated."""
     done = 0  # lines translated before this batch
-    for found in translate_batches_nbest(translator, batches, n_best):
+    for found in found_batches:
         _write_lines([f"{done + i}\t{score:.4f}\t{text}"
                       for i, hypotheses in enumerate(found, start=1)
                       for text, score in hypotheses])  # fmt: skip
@@ -258,6 +271,16 @@ def _open_translator(decoding: dict, *, min_beam: int = 1) -> Translator:
     request = DecodeRequest(**{**decoding, "ensemble": decoding["ensemble"] or (),
                                "rerank_with": decoding["rerank_with"] or ()})  # fmt: skip
     return open_translator(request, min_beam=min_beam)
+
+
+def _ask(prompt: str) -> str:
+    """One line typed at the terminal after `prompt`, which goes to stderr when stdout is not
+    the terminal (`tfm translate > out.txt` keeps only translations in the file)."""
+    if sys.stdout.isatty():
+        return input(prompt)
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    return input()
 
 
 def _write_lines(lines: list[str]) -> None:
@@ -301,6 +324,54 @@ def rerank_sweep(
         threads=threads,
     )  # fmt: skip
     typer.echo(format_sweep(sweep(request, weights or DEFAULT_WEIGHTS, choose_by=choose_by)))
+
+
+@app.command()
+@_command
+def serve(
+    run: RunOption = None,
+    host: Annotated[
+        str,
+        typer.Option(help="Address to listen on; another than loopback needs a key or --no-auth."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one.")] = 8000,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option("--api-key-file", help="File holding the key clients send as a Bearer token."),
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="Serve another --host without a key.")
+    ] = False,
+    device: DeviceOption = None,
+    beam_size: BeamOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    threads: ThreadsOption = None,
+    max_sentences: Annotated[int, typer.Option(min=1, help="Sentences a request.")] = 64,
+    max_chars: Annotated[int, typer.Option(min=1, help="Characters a sentence.")] = 1000,
+    max_queue: Annotated[
+        int, typer.Option(min=1, help="Requests waiting; more are refused (503).")
+    ] = 256,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds a request may take before a 503.")
+    ] = 30.0,
+    batch_wait_ms: Annotated[
+        float, typer.Option(min=0.0, help="Milliseconds to gather requests into one batch.")
+    ] = 5.0,
+) -> None:
+    """Serve a run or export over HTTP: the page at /, POST /translate and /attention, GET /info
+    and /health. Prints the address on stdout once it listens; Ctrl-C or SIGTERM stop it."""
+    from tfm.prediction.settings import DecodeRequest
+    from tfm.serve.request_limits import ServeLimits
+    from tfm.serve.server import ServeOptions
+    from tfm.serve.server import serve as serve_run
+
+    request = DecodeRequest(run=run, device=device, beam_size=beam_size,
+                            length_penalty=length_penalty, threads=threads)  # fmt: skip
+    limits = ServeLimits(max_sentences=max_sentences, max_chars=max_chars, max_queue=max_queue,
+                         timeout_s=timeout, batch_wait_ms=batch_wait_ms)  # fmt: skip
+    options = ServeOptions(host=host, port=port, api_key_file=api_key_file, no_auth=no_auth,
+                           limits=limits)  # fmt: skip
+    serve_run(request, options, on_ready=lambda address: _write_lines([address]))
 
 
 # --- pictures ------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The lines `tfm translate` reads (its arguments, a file, or stdin as the lines arrive), and the
-aligned files `tfm eval --src --ref` reads.
+"""The lines `tfm translate` reads (its arguments, a file, stdin as the lines arrive, or lines
+typed at a prompt), and the aligned files `tfm eval --src --ref` reads.
 
 Stdin is read as a stream, in batches: a batch holds every complete line that is available
 without waiting (at most `BATCH_LINES`), so a program that writes one line and waits for its
@@ -11,6 +11,7 @@ line, raised after the lines before it have been handed on.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import select
@@ -26,22 +27,45 @@ EVAL_LINES = 5_000  # lines of --src/--ref that eval encodes, decodes and scores
 CHUNK_BYTES = 1 << 16
 
 
+STDIN_FILE = "-"  # --file -: stdin, as in every Unix tool
+
+
 def translation_input(
-    sentences: Sequence[str], file: Path | None, stdin: TextIO | BinaryIO
+    sentences: Sequence[str],
+    file: Path | None,
+    stdin: TextIO | BinaryIO,
+    *,
+    ask: Callable[[str], str] = input,
 ) -> Iterator[list[str]]:
     """Batches of lines to translate: the sentences given as arguments, else the lines of
-    `file` (`BATCH_LINES` at a time), else stdin's lines as they arrive. Arguments and the
+    `file` (`BATCH_LINES` at a time; "-" is stdin), else, at a terminal, each line typed at a
+    prompt (`ask`, see `typed_lines`), else stdin's lines as they arrive. Arguments and the
     file are checked and read now; stdin as the batches are taken."""
     if sentences and file is not None:
         raise UsageError("give sentences or --file, not both")
     if sentences:
         return iter([check_arguments(sentences)])
-    if file is not None:
+    if file is not None and str(file) != STDIN_FILE:
         lines = read_lines(file, key="--file")  # checked whole: a bad line stops it before output
         return (lines[part] for part in line_chunks(len(lines), BATCH_LINES))
-    if stdin.isatty():
-        raise UsageError("nothing to translate: give sentences, --file PATH, or pipe lines in")
+    if file is None and stdin.isatty():
+        return typed_lines(ask)
     return stream_batches(cast(BinaryIO, getattr(stdin, "buffer", stdin)))
+
+
+def typed_lines(ask: Callable[[str], str], *, prompt: str = "> ") -> Iterator[list[str]]:
+    """Each line typed at the prompt, as a batch of one, until the input ends (Ctrl-D); blank
+    lines are skipped. `ask(prompt)` reads one line (`input`: with the readline module, where
+    Python has it, lines are edited and earlier ones recalled with the arrow keys)."""
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401  (imported for its effect on input())
+    while True:
+        try:
+            line = ask(prompt)
+        except EOFError:
+            return
+        if line.strip():
+            yield [line]
 
 
 def read_aligned(src: Path, ref: Path) -> tuple[list[str], list[str]]:

@@ -73,6 +73,19 @@ def sentence_attention(
 ) -> AttentionView:
     """Translate `sentence` and return the `kind` attention weights of every layer and head."""
     check_kind(kind)
+    views = attention_views(model, tokenizer, sentence, max_len_a=max_len_a, max_len_b=max_len_b)
+    return views[kind]
+
+
+def attention_views(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sentence: str,
+    *,
+    max_len_a: float = 1.5,
+    max_len_b: float = 10,
+) -> dict[str, AttentionView]:
+    """Translate `sentence` once and return every kind of its attention weights, by kind."""
     if not sentence.strip():
         raise UsageError("the sentence is empty; give the text to translate")
     model.eval()
@@ -93,16 +106,24 @@ def sentence_attention(
         decoder_input, produced = [BOS_ID, *tokens[:-1]], tokens
     tgt_ids = torch.tensor([decoder_input], device=device)  # (1, T)
     maps = model.attention_maps(src_ids, tgt_ids)
-    weights = torch.cat(maps[kind], dim=0).float().cpu()  # (L, H, Tq, Tk)
     source_tokens = tokenizer.src_pieces(src)
     axes = {
         "encoder": (source_tokens, source_tokens),
         "decoder": (tokenizer.tgt_pieces(decoder_input), tokenizer.tgt_pieces(decoder_input)),
         "cross": (tokenizer.tgt_pieces(produced), source_tokens),
     }
-    query_tokens, key_tokens = axes[kind]
     translation = tokenizer.decode_tgt([tokens])[0]
     log.info("%s -> %s", sentence.strip(), translation)
-    return AttentionView(
-        kind, weights, query_tokens, key_tokens, sentence.strip(), translation, src, decoder_input
-    )
+    return {
+        kind: AttentionView(
+            kind,
+            torch.cat(maps[kind], dim=0).float().cpu(),  # (L, H, Tq, Tk)
+            query_tokens,
+            key_tokens,
+            sentence.strip(),
+            translation,
+            src,
+            decoder_input,
+        )
+        for kind, (query_tokens, key_tokens) in axes.items()
+    }

@@ -30,6 +30,7 @@ CELL_IN = 0.24  # inches per token while a panel stays under MAX_PANEL_IN
 MIN_PANEL_IN, MAX_PANEL_IN, MAX_GRID_IN = 1.4, 5.0, 32.0
 MAX_COLUMNS_ONE_LAYER = 4
 MIN_WIDTH_IN = 6.5  # room for the two title lines
+COLORMAP, GAMMA, MASKED_COLOUR = "viridis", 0.5, "#dddddd"  # also the colours of `tfm serve`'s page
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,8 @@ def draw_attention(
     layout = attention_layout(view, layer=layer, head=head)
     figure = new_figure(layout.width_in, layout.height_in)
     axes = figure.subplots(layout.rows, layout.cols, squeeze=False)
-    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#dddddd")
-    norm = PowerNorm(gamma=0.5, vmin=0.0, vmax=1.0)
+    cmap = matplotlib.colormaps[COLORMAP].with_extremes(bad=MASKED_COLOUR)
+    norm = PowerNorm(gamma=GAMMA, vmin=0.0, vmax=1.0)
     n_query, n_key = len(view.query_tokens), len(view.key_tokens)
     future = np.triu(np.ones((n_query, n_key), dtype=bool), k=1) if view.kind == "decoder" else None
     font = _clamp(72 * min(layout.panel_width_in / n_key, layout.panel_height_in / n_query), 4, 9)

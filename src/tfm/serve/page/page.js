@@ -1,0 +1,192 @@
+// The page of `tfm serve`: translate as the reader types, list the n best, and draw one layer's
+// and head's attention weights over the tokens, on the colour scale of `tfm attention`.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const AXES = {
+  cross: ["output token (query that produced it)", "source token (key)"],
+  encoder: ["source token (query)", "source token (key)"],
+  decoder: ["decoder input (query)", "decoder input (key)"],
+};
+const DEBOUNCE_MS = 300;
+const state = { info: null, attention: null, sequence: 0, timer: null };
+
+function requestHeaders() {
+  const headers = { "Content-Type": "application/json" };
+  const key = $("api-key").value;
+  if (key) headers.Authorization = "Bearer " + key;
+  return headers;
+}
+
+async function call(path, body) {
+  const init = body === undefined
+    ? { headers: requestHeaders() }
+    : { method: "POST", headers: requestHeaders(), body: JSON.stringify(body) };
+  const response = await fetch(path, init);
+  const data = await response.json().catch(() => ({ error: response.statusText }));
+  if (response.status === 401) $("key-label").hidden = false;
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+// The colour of a weight: matplotlib's table of 256 colours at weight ** gamma, as tfm draws it.
+function colour(weight) {
+  const t = Math.pow(Math.min(Math.max(weight, 0), 1), TFM_COLOURS.gamma);
+  return TFM_COLOURS.table[Math.min(Math.floor(t * 256), 255)];
+}
+
+function fillNumbers(select, count, first, keep) {
+  const before = select.value;
+  select.replaceChildren();
+  for (let i = 0; i < count; i++) {
+    const option = document.createElement("option");
+    option.value = String(i);
+    option.textContent = String(i + first);
+    select.append(option);
+  }
+  if (keep && before !== "" && Number(before) < count) select.value = before;
+}
+
+async function loadInfo() {
+  try {
+    const info = await call("/info");
+    state.info = info;
+    const m = info.model;
+    $("model-info").textContent = `${info.src_lang} → ${info.tgt_lang} · ${info.engine}` +
+      (info.step === null ? "" : ` · step ${info.step}`) +
+      ` · d_model ${m.d_model}, ${m.n_encoder_layers}+${m.n_decoder_layers} layers, ${m.n_heads} heads`;
+    fillNumbers($("beam-size"), info.limits.max_beam_size, 1, false);
+    $("beam-size").value = String(Math.min(info.decoding.beam_size, info.limits.max_beam_size) - 1);
+    fillNumbers($("n-best"), 5, 1, false);
+    $("length-penalty").value = info.decoding.length_penalty;
+    $("attention-panel").hidden = !info.attention;
+    $("status").textContent = "";
+    schedule(0);
+  } catch (error) {
+    $("status").textContent = error.message;
+  }
+}
+
+function options() {
+  const beam = Number($("beam-size").value) + 1;
+  const nBest = Number($("n-best").value) + 1;
+  const body = { beam_size: Math.max(beam, nBest) };
+  if (nBest > 1) body.n_best = nBest;
+  const penalty = $("length-penalty").value;
+  if (penalty !== "") body.length_penalty = Number(penalty);
+  return body;
+}
+
+async function translate() {
+  const text = $("source").value.replace(/\s+/g, " ").trim();
+  const sequence = ++state.sequence;
+  if (!text || !state.info) {
+    $("translation").textContent = "";
+    $("n-best-list").replaceChildren();
+    return;
+  }
+  try {
+    const [found, attention] = await Promise.all([
+      call("/translate", { sentences: [text], ...options() }),
+      state.info.attention ? call("/attention", { sentence: text }) : Promise.resolve(null),
+    ]);
+    if (sequence !== state.sequence) return; // a newer sentence is on its way
+    $("translation").textContent = found.translations[0];
+    showNBest(found.n_best ? found.n_best[0] : []);
+    if (attention) {
+      state.attention = attention;
+      fillNumbers($("layer"), attention.layers, 1, true);
+      fillNumbers($("head"), attention.heads, 1, true);
+      draw();
+    }
+    $("status").textContent = "";
+    document.body.dataset.translated = text;
+  } catch (error) {
+    if (sequence === state.sequence) $("status").textContent = error.message;
+  }
+}
+
+function showNBest(hypotheses) {
+  const list = $("n-best-list");
+  list.replaceChildren();
+  for (const { translation, score } of hypotheses) {
+    const item = document.createElement("li");
+    item.textContent = translation;
+    const shown = document.createElement("span");
+    shown.className = "score";
+    shown.textContent = score === null ? "" : score.toFixed(4);
+    item.append(shown);
+    list.append(item);
+  }
+}
+
+function draw() {
+  const a = state.attention;
+  if (!a) return;
+  const kind = $("kind").value;
+  const layer = Number($("layer").value);
+  const head = Number($("head").value);
+  const weights = a[kind][layer][head];
+  const rows = { cross: a.output_tokens, encoder: a.source_tokens, decoder: a.decoder_tokens }[kind];
+  const columns = kind === "decoder" ? a.decoder_tokens : a.source_tokens;
+  const table = $("heatmap");
+  const head_row = document.createElement("tr");
+  head_row.append(document.createElement("th"));
+  for (const token of columns) {
+    const th = document.createElement("th");
+    th.textContent = token;
+    head_row.append(th);
+  }
+  const thead = document.createElement("thead");
+  thead.append(head_row);
+  const tbody = document.createElement("tbody");
+  rows.forEach((token, r) => {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    th.textContent = token;
+    tr.append(th);
+    columns.forEach((key, c) => {
+      const td = document.createElement("td");
+      const weight = weights[r][c];
+      const masked = kind === "decoder" && c > r;
+      td.className = "cell";
+      td.dataset.weight = String(weight);
+      td.style.background = masked ? TFM_COLOURS.masked : colour(weight);
+      td.title = masked ? `${token} → ${key}: masked (future)` : `${token} → ${key}: ${weight.toFixed(4)}`;
+      tr.append(td);
+    });
+    tbody.append(tr);
+  });
+  table.replaceChildren(thead, tbody);
+  table.dataset.view = `${kind} ${layer} ${head}`;
+  $("attention-pair").textContent = `“${a.source}” → “${a.translation}”`;
+  $("axes").textContent = `rows: ${AXES[kind][0]} · columns: ${AXES[kind][1]} · layer ${layer + 1}, head ${head + 1}`;
+  $("masked-note").hidden = kind !== "decoder";
+}
+
+function drawLegend() {
+  const canvas = $("legend-bar");
+  const context = canvas.getContext("2d");
+  for (let x = 0; x < canvas.width; x++) {
+    context.fillStyle = colour(x / (canvas.width - 1));
+    context.fillRect(x, 0, 1, canvas.height);
+  }
+}
+
+function schedule(delay) {
+  clearTimeout(state.timer);
+  state.timer = setTimeout(translate, delay);
+}
+
+$("source").addEventListener("input", () => schedule(DEBOUNCE_MS));
+$("source").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    schedule(0);
+  }
+});
+for (const id of ["beam-size", "n-best", "length-penalty"]) $(id).addEventListener("change", () => schedule(0));
+for (const id of ["kind", "layer", "head"]) $(id).addEventListener("change", draw);
+$("api-key").addEventListener("change", loadInfo);
+drawLegend();
+loadInfo();

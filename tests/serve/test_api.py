@@ -1,0 +1,215 @@
+"""The HTTP API of `tfm serve` against a server running on 127.0.0.1: every endpoint's answer
+against the library's own decoding, every limit and bad request with its status and message,
+the API key, the bounded queue, the timeout, and dynamic batching."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+from http_client import call, served
+
+from tfm.prediction.attention import KINDS, sentence_attention
+from tfm.serve.app import create_app
+from tfm.serve.request_limits import ServeLimits
+
+SENTENCES = ["the small dog sees the big cat", "a bird sleeps", ""]
+LIMITS = ServeLimits(max_body_bytes=2000, max_sentences=4, max_chars=80, timeout_s=30)
+
+
+@pytest.fixture(scope="module")
+def server(translator):
+    with served(create_app(translator, LIMITS)) as base:
+        yield base
+
+
+def test_health_and_info_describe_the_run(server, translator):
+    assert call(server, "GET", "/health").json() == {"status": "ok"}
+    info = call(server, "GET", "/info").json()
+    config = translator.config
+    assert (info["src_lang"], info["tgt_lang"]) == (config.data.src_lang, config.data.tgt_lang)
+    assert info["engine"] == "torch" and info["step"] == translator.step == 200
+    assert info["model"]["d_model"] == config.model.d_model
+    assert info["decoding"]["beam_size"] == translator.settings.beam_size
+    assert info["limits"]["max_sentences"] == 4 and info["attention"] is True
+    assert info["auth"] is False
+
+
+def test_translate_gives_what_the_library_gives(server, translator):
+    answer = call(server, "POST", "/translate", {"sentences": SENTENCES})
+    assert answer.status == 200
+    assert answer.json() == {"translations": translator.translate(SENTENCES)}
+    assert answer.json()["translations"][2] == ""  # an empty line stays empty
+
+
+def test_n_best_beam_and_length_penalty_are_those_asked_for(server, translator):
+    body = {"sentences": SENTENCES[:2], "n_best": 3, "beam_size": 4, "length_penalty": 1.5}
+    found = call(server, "POST", "/translate", body).json()
+    settings = replace(translator.settings, beam_size=4, length_penalty=1.5)
+    expected = translator.nbest(SENTENCES[:2], 3, settings=settings)
+    assert found["n_best"] == [
+        [{"translation": text, "score": pytest.approx(score)} for text, score in hypotheses]
+        for hypotheses in expected
+    ]
+    assert found["translations"] == [hypotheses[0][0] for hypotheses in expected]
+    scores = [h["score"] for h in found["n_best"][0]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_attention_holds_every_kind_layer_and_head_of_the_library(server, translator):
+    sentence = SENTENCES[0]
+    found = call(server, "POST", "/attention", {"sentence": sentence}).json()
+    trained = translator.trained
+    for kind in KINDS:
+        view = sentence_attention(trained.model, trained.tokenizer, sentence, kind=kind,
+                                  max_len_a=translator.settings.max_len_a,
+                                  max_len_b=translator.settings.max_len_b)  # fmt: skip
+        assert found[kind] == view.weights.double().round(decimals=4).tolist()
+        assert found["translation"] == view.translation
+    assert len(found["encoder"]) == found["layers"] == trained.config.model.n_encoder_layers
+    assert len(found["cross"][0]) == found["heads"] == trained.config.model.n_heads
+    cross = found["cross"][0][0]
+    assert (len(cross), len(cross[0])) == (len(found["output_tokens"]), len(found["source_tokens"]))
+    assert found["source_tokens"][-1] == "</s>" and found["decoder_tokens"][0] == "<s>"
+    assert all(abs(sum(row) - 1) < 1e-3 for row in cross)
+
+
+BAD = [  # (why, body as bytes, content type, status, start of the error)
+    ("over the body limit", b'{"sentences": ["' + b"a" * 3000 + b'"]}', None, 413,
+     "the body is over 2000 bytes"),
+    ("too many sentences", b'{"sentences": ["a", "b", "c", "d", "e"]}', None, 413,
+     "sentences: 5 given, at most 4 a request"),
+    ("a sentence too long", b'{"sentences": ["' + b"a" * 81 + b'"]}', None, 413,
+     "sentences.0: 81 characters, at most 80"),
+    ("invalid JSON", b'{"sentences": [', None, 400, "invalid JSON: Expecting value (line 1"),
+    ("invalid UTF-8", b'{"sentences": ["\xff"]}', None, 400,
+     "the body is not valid UTF-8 (byte 17)"),
+    ("an unknown field", b'{"sentences": ["a"], "beam": 2}', None, 422, "beam: unknown field"),
+    ("a wrong type", b'{"sentences": "a"}', None, 422, "sentences: Input should be a valid list"),
+    ("a number as a string", b'{"sentences": ["a"], "beam_size": "2"}', None, 422, "beam_size:"),
+    ("a beam too wide", b'{"sentences": ["a"], "beam_size": 17}', None, 422,
+     "beam_size: Input should be less than or equal to 16"),
+    ("n-best over the beam", b'{"sentences": ["a"], "n_best": 3, "beam_size": 2}', None, 422,
+     "n_best: 3 needs beam_size 3 or more, not 2"),
+    ("no sentences", b'{"sentences": []}', None, 422, "sentences: give at least one sentence"),
+    ("no JSON object", b'["a"]', None, 422, "body: Input should be a valid dictionary"),
+    ("a form", b"sentences=a", "application/x-www-form-urlencoded", 415,
+     "Content-Type application/x-www-form-urlencoded: expected application/json"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("why", "raw", "media", "status", "error"), BAD, ids=[b[0] for b in BAD])
+def test_a_bad_request_gets_its_status_and_a_one_line_error(server, why, raw, media, status, error):
+    headers = {"Content-Type": media} if media else {}
+    answer = call(server, "POST", "/translate", raw=raw, headers=headers)
+    assert answer.status == status, answer.body
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["error"].startswith(error)
+    assert "\n" not in answer.json()["error"]
+
+
+def test_attention_limits_and_unknown_paths_and_methods(server):
+    answer = call(server, "POST", "/attention", {"sentence": "a" * 81})
+    assert (answer.status, answer.json()["error"]) == (413, "sentence: 81 characters, at most 80")
+    answer = call(server, "POST", "/attention", {"sentence": "  "})
+    assert answer.status == 422
+    assert answer.json()["error"] == "sentence: empty; give the text to translate"
+    assert call(server, "POST", "/attention", {"sentences": ["a"]}).status == 422
+    assert call(server, "GET", "/etc/passwd").json() == {"error": "Not Found"}
+    assert call(server, "GET", "/page/..%2Fapp.py").status == 404
+    assert call(server, "GET", "/translate").status == 405
+
+
+def test_the_api_key_is_needed_for_the_model_but_not_for_health_or_the_page(translator):
+    key = "k" * 24
+    with served(create_app(translator, LIMITS, api_key=key)) as base:
+        for headers in ({}, {"Authorization": "Bearer " + "x" * 24}, {"Authorization": key}):
+            answer = call(base, "POST", "/translate", {"sentences": ["a"]}, headers=headers)
+            assert answer.status == 401 and answer.headers["www-authenticate"] == "Bearer"
+            assert answer.json()["error"].startswith("missing or wrong API key")
+            assert call(base, "GET", "/info", headers=headers).status == 401
+        good = {"Authorization": f"Bearer {key}"}
+        answer = call(base, "POST", "/translate", {"sentences": ["a dog"]}, headers=good)
+        assert answer.json() == {"translations": translator.translate(["a dog"])}
+        assert call(base, "GET", "/info", headers=good).json()["auth"] is True
+        assert call(base, "GET", "/health").status == 200
+        assert call(base, "GET", "/").status == 200
+
+
+def test_requests_that_arrive_together_are_decoded_as_one_batch(held):
+    limits = ServeLimits(batch_wait_ms=200)
+    with served(create_app(held, limits)) as base:
+        answers: dict[int, object] = {}
+
+        def ask(i: int) -> None:
+            body = {"sentences": [f"sentence {i} a", f"sentence {i} b"]}
+            answers[i] = call(base, "POST", "/translate", body).json()
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.1)
+        held.release.set()
+        for thread in threads:
+            thread.join(30)
+    expected = {i: {"translations": [f"SENTENCE {i} A", f"SENTENCE {i} B"]} for i in range(6)}
+    assert answers == expected
+    assert len(held.calls) < 6 and sum(len(c) for c in held.calls) == 12
+
+
+def _in_thread(base: str, text: str, results: list) -> threading.Thread:
+    thread = threading.Thread(
+        target=lambda: results.append(call(base, "POST", "/translate", {"sentences": [text]}))
+    )
+    thread.start()
+    return thread
+
+
+def _hold_the_worker(app, base: str, text: str, results: list) -> threading.Thread:
+    """A request for `text`, sent from a thread, once the worker has taken it (and holds it)."""
+    jobs = app.state.worker.jobs
+    thread = _in_thread(base, text, results)
+    _wait_until(lambda: jobs.unfinished_tasks == 1 and jobs.qsize() == 0)
+    return thread
+
+
+def _wait_until(condition) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_a_full_queue_answers_503_with_retry_after(held):
+    app = create_app(held, ServeLimits(max_queue=1, batch_wait_ms=0))
+    jobs = app.state.worker.jobs
+    results: list = []
+    with served(app) as base:
+        first = _hold_the_worker(app, base, "one", results)
+        second = _in_thread(base, "two", results)
+        _wait_until(lambda: jobs.qsize() == 1)  # "two" waits: the queue is full
+        refused = call(base, "POST", "/translate", {"sentences": ["three"]})
+        assert refused.status == 503 and refused.headers["retry-after"] == "1"
+        busy = "the server is busy (1 requests waiting); try again shortly"
+        assert refused.json()["error"] == busy
+        held.release.set()
+        first.join(30)
+        second.join(30)
+    assert sorted(r.json()["translations"][0] for r in results) == ["ONE", "TWO"]
+
+
+def test_a_request_not_answered_in_time_gets_503_and_is_not_decoded_later(held):
+    app = create_app(held, ServeLimits(timeout_s=0.5, batch_wait_ms=0))
+    results: list = []
+    with served(app) as base:
+        first = _hold_the_worker(app, base, "started", results)
+        waiting = call(base, "POST", "/translate", {"sentences": ["waiting"]})
+        first.join(30)
+        held.release.set()
+        assert call(base, "POST", "/translate", {"sentences": ["next"]}).status == 200
+    for answer in (waiting, *results):
+        assert answer.status == 503 and answer.headers["retry-after"] == "5"
+        assert answer.json()["error"].startswith("not answered within 0.5 s")
+    assert held.calls == [["started"], ["next"]]  # "waiting" was given up, not decoded
