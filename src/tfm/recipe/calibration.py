@@ -1,9 +1,10 @@
 """Timing a model shape on this device before training, for a plan under a time budget.
 
 A few optimizer steps of the shape on real training batches give its step time; greedy decoding
-of a sample of the validation split, each sentence held to its reference's length (an untrained
-model rarely stops by itself), gives a validation's time. The global random state is left as it
-was, so a run planned with a clock trains as one planned without.
+of a sample of the validation split to the decoding length limit gives a validation's time at
+its slowest: an untrained model rarely stops by itself, and early validations are the slow ones.
+The global random state is left as it was, so a run planned with a clock trains as one planned
+without.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Calibration:
     device: torch.device
     dtype: torch.dtype
     max_len: int
+    max_len_a: float  # the decoding length limit a · S + b
+    max_len_b: int
     _steps: dict = field(default_factory=dict)
     _validations: dict = field(default_factory=dict)
 
@@ -113,8 +116,7 @@ class Calibration:
         if not n:
             return 0.0
         src = pad([list(split.src[i]) for i in range(n)], PAD_ID).to(self.device)
-        longest = max(len(split.tgt[i]) for i in range(n))
         started = time.perf_counter()
         with torch.inference_mode(), autocast(self.device, self.dtype):
-            greedy_decode(model, src, max_len_a=0.0, max_len_b=longest)
+            greedy_decode(model, src, max_len_a=self.max_len_a, max_len_b=self.max_len_b)
         return (time.perf_counter() - started) * len(split) / n

@@ -168,6 +168,8 @@ def _clock(
         device=device,
         dtype=dtype,
         max_len=config.model.max_len,
+        max_len_a=config.decoding.max_len_a,
+        max_len_b=config.decoding.max_len_b,
     )
 
 
