@@ -52,12 +52,21 @@ app = typer.Typer(
 
 class _TqdmHandler(logging.Handler):
     """Log lines on stderr that do not tear through a progress bar (tqdm is imported with the
-    first line: `tfm translate` often logs none)."""
+    first line: `tfm translate` often logs none). Once stderr is gone (a closed terminal, a
+    reader of the pipe that stopped), its lines are dropped: nothing tfm does depends on them,
+    and training keeps its own log (`tfm.training.run_log`)."""
+
+    stderr_gone = False
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.stderr_gone:
+            return
         from tqdm import tqdm
 
-        tqdm.write(self.format(record), file=sys.stderr)
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except (OSError, ValueError):  # EPIPE, EIO; ValueError: stderr was closed
+            self.stderr_gone = True
 
 
 def _setup_logging() -> None:
@@ -70,8 +79,11 @@ def _setup_logging() -> None:
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    for line in message.splitlines() or [""]:
-        typer.echo(f"tfm: error: {line}", err=True)
+    try:
+        for line in message.splitlines() or [""]:
+            typer.echo(f"tfm: error: {line}", err=True)
+    except (OSError, ValueError):  # stderr is gone: the exit code still says it failed
+        pass
     return typer.Exit(code)
 
 

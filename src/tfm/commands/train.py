@@ -25,6 +25,7 @@ from tfm.errors import TrainingError, UsageError
 from tfm.training import StopFlag, TrainResult, train
 from tfm.training.distributed import from_environment
 from tfm.training.run_directory import finished_run
+from tfm.training.run_log import collect_run_log
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,14 @@ def train_run(
         if first:
             log.info("%s", finished)
         return TrainOutcome(cfg.run_dir if first else None, 0)
+    with collect_run_log():
+        return _train_and_report(cfg, config, sets, resume=resume, overwrite=overwrite,
+                                 progress=progress)  # fmt: skip
+
+
+def _train_and_report(
+    cfg: Config, config: Path, sets: list[str], *, resume: bool, overwrite: bool, progress: bool
+) -> TrainOutcome:
     stop = StopFlag()
     previous = _install_stop_handlers(stop)
     try:

@@ -7,6 +7,8 @@
       last.pt            model weights after the last step
       checkpoints/       full training states (model, optimizer, RNGs, data position) for --resume
       metrics.jsonl      one JSON object per event, each with "step"
+      train.log          every line training logged, with its time (tfm.training.run_log)
+      validations/       step-N.tsv: each validation's source, reference and hypothesis
       .lock              held by the process training in it; holds its PID (tfm.rundir.lock)
 
 The run most recently trained from a directory is remembered in `.tfm/last_run` there, so that
@@ -47,6 +49,10 @@ class RunPaths:
     @property
     def metrics(self) -> Path:
         return self.root / "metrics.jsonl"
+
+    def validation_output(self, step: int) -> Path:
+        """The hypotheses of the validation at `step`, beside their sources and references."""
+        return self.root / "validations" / f"step-{step:08d}.tsv"
 
 
 def remember_run(run_dir: Path, cwd: Path | None = None) -> None:

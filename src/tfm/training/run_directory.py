@@ -4,7 +4,8 @@ Nothing is written to it until the configuration, the device and the data have b
 that a mistake in any of them leaves the directory as it was and the same command works once the
 mistake is fixed: `check_run_dir` only reads (the checkpoint to resume, or whether a new run may
 start there), `create_run_dir` then wipes it (--overwrite) and writes config.yaml. A directory
-holding only what a run writes before its first step (config.yaml, tokenizer.json) is such a
+holding only what a run writes before its first step (config.yaml, tokenizer.json, train.log)
+is such a
 failed start, and a new run replaces it. Once a resume is accepted, config.yaml is rewritten
 and metrics.jsonl cut back to the checkpoint's step.
 
@@ -26,8 +27,9 @@ from tfm.rundir.lock import LOCK_FILE, remove_run_files
 from tfm.rundir.metrics import read_metrics, truncate_metrics
 from tfm.rundir.paths import RunPaths, remember_run
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
+from tfm.training.run_log import LOG_FILE
 
-BEFORE_FIRST_STEP = {"config.yaml", TOKENIZER_FILE}  # what a run writes before it trains
+BEFORE_FIRST_STEP = {"config.yaml", TOKENIZER_FILE, LOG_FILE}  # written before it trains
 NOT_A_RUN = {*BEFORE_FIRST_STEP, LOCK_FILE}  # a directory holding only these holds no run
 # Keys that say how to run, not what is trained: a run that differs in these alone is the same run.
 HOW_TO_RUN = {

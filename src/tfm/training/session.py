@@ -28,6 +28,7 @@ from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.threads import use_threads
 from tfm.training.resume_policy import RunIdentity, judge_resume
 from tfm.training.run_directory import check_run_dir, create_run_dir, record_opened_run
+from tfm.training.run_log import start_run_log
 from tfm.training.schedule import build_optimizer
 from tfm.training.start_log import log_start
 from tfm.training.state import Progress, UnreadSteps, restore_rng_state, rng_state
@@ -271,6 +272,7 @@ def open_session(
     if writer:
         resumed_at = session.progress.step if checkpoint else None
         record_opened_run(paths, session.config, resumed_at=resumed_at)
+        start_run_log(paths.root)
         session.tensorboard = open_tensorboard(
             paths.root, enabled=config.train.tensorboard, resumed_at=resumed_at
         )

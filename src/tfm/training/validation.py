@@ -1,14 +1,20 @@
-"""Validation during training: scores on the validation split, the metrics line, sample
-translations and degeneration warnings in the log, best.pt and early stopping, then a checkpoint.
+"""Validation during training: scores on the validation split, the metrics line, every
+hypothesis beside its source and reference (validations/step-N.tsv), sample translations and
+degeneration warnings in the log, best.pt and early stopping, then a checkpoint.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
+from pathlib import Path
 
+from tfm.data.pipeline import EncodedSplit
 from tfm.diagnostics import degenerate_warnings
 from tfm.prediction.evaluate import evaluate_split
 from tfm.prediction.settings import DecodeSettings
+from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.metrics import read_metrics
 from tfm.rundir.store import finite_score
 from tfm.training.session import Session
@@ -41,6 +47,7 @@ def validate_and_checkpoint(session: Session) -> bool:
         p.step, event["val_loss"], event["val_ppl"], event["val_bleu"], event["val_chrf"],
         event["val_length_ratio"],
     )  # fmt: skip
+    write_validation_output(session.paths.validation_output(p.step), split, hypotheses)
     for i in range(min(t.validation_samples, len(hypotheses))):
         log.info("  src: %s\n  ref: %s\n  hyp: %s", split.src_text[i], split.tgt_text[i],
                  hypotheses[i])  # fmt: skip
@@ -54,6 +61,17 @@ def validate_and_checkpoint(session: Session) -> bool:
         p.validations_without_gain += 1
     session.save_checkpoint(score)
     return t.patience is not None and p.validations_without_gain >= t.patience
+
+
+def write_validation_output(path: Path, split: EncodedSplit, hypotheses: list[str]) -> None:
+    """A TSV file (header source, reference, hypothesis; one row per pair, in split order;
+    Python's csv quoting where a text holds a tab or a quote), written atomically."""
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter="\t", lineterminator="\n")
+    writer.writerow(["source", "reference", "hypothesis"])
+    writer.writerows(zip(split.src_text, split.tgt_text, hypotheses, strict=True))
+    path.parent.mkdir(exist_ok=True)
+    atomic_write_text(out.getvalue(), path)
 
 
 def warn_degenerate(session: Session, hypotheses: list[str]) -> None:
