@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
@@ -632,13 +634,7 @@ def load_config(
     data: Any = {}
     lines: dict[tuple, int] = {}
     if path is not None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError as exc:
-            raise ConfigError(f"config file {path} does not exist") from exc
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-        data, lines = read_yaml(text, name)
+        data, lines = read_yaml(_read_config_text(Path(path)), name)
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -648,6 +644,7 @@ def load_config(
             data = without_removed_keys(data)
     set_lines: dict[tuple, str] = {}
     for override in overrides:
+        _check_sections(data, override, set_lines)
         key_path = apply_override(data, override)
         set_lines[key_path] = override
     try:
@@ -655,6 +652,50 @@ def load_config(
     except ValidationError as exc:
         problems = [_describe(err, name, lines, set_lines) for err in exc.errors()]
         raise ConfigError("\n".join(problems)) from None
+
+
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few kilobytes
+
+
+def _read_config_text(path: Path) -> str:
+    """The text of the config file `path`; a file that is not a regular file (a device, a pipe,
+    a folder) or is larger than MAX_CONFIG_BYTES is refused before it is read."""
+    try:
+        # Non-blocking: opening a FIFO must not wait for a writer before it is refused.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ConfigError(f"config file {path} is not a regular file; give a YAML file")
+            data = file.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"config file {path} is a folder; give a YAML file") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file {path} is larger than {MAX_CONFIG_BYTES // 2**20} MB; a config is a "
+            "few kilobytes of YAML: is this the right file?"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+
+
+def _check_sections(data: dict, override: str, set_lines: dict[tuple, str]) -> None:
+    """Refuse an override inside a section that an earlier --set replaced by a value, naming
+    that --set (`--set train=5 --threads 1`: the first is the mistake, the second is fine)."""
+    parts = tuple(override.partition("=")[0].strip().split("."))
+    node: Any = data
+    for end in range(1, len(parts)):
+        node = node.get(parts[end - 1]) if isinstance(node, dict) else None
+        if node is not None and not isinstance(node, dict) and parts[:end] in set_lines:
+            earlier = set_lines[parts[:end]]
+            raise ConfigError(
+                f"--set {earlier!r}: '{'.'.join(parts[:end])}' is a section, not a value; set "
+                f"one of its keys: --set {'.'.join(parts[:end])}.KEY=VALUE"
+            )
 
 
 def removed_settings(data: dict) -> dict[str, Any]:

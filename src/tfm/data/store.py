@@ -64,11 +64,20 @@ def write_entry(
 
 
 def _no_space(root: Path, needed: int, free: int | None) -> str:
-    have = f", {free / 1e9:.1f} GB are free" if free is not None else " and the disk is full"
+    have = f", {_size(free)} are free" if free is not None else " and the disk is full"
     return (
-        f"data.cache_dir {root}: preparing the training split needs about {needed / 1e9:.1f} GB"
+        f"data.cache_dir {root}: preparing the training split needs about {_size(needed)}"
         f"{have}; free some space or set data.cache_dir to a folder on a larger disk"
     )
+
+
+def _size(n_bytes: int) -> str:
+    """A size in the unit that shows it: GB from 1 GB up, MB from 1 MB up, else kB."""
+    if n_bytes >= 1e9:
+        return f"{n_bytes / 1e9:.1f} GB"
+    if n_bytes >= 1e6:
+        return f"{n_bytes / 1e6:.1f} MB" if n_bytes < 1e7 else f"{n_bytes / 1e6:.0f} MB"
+    return f"{n_bytes / 1e3:.0f} kB"
 
 
 def _write(

@@ -69,6 +69,11 @@ def require_ctranslate2():
 def check_compute_type(kind: str, device: str) -> None:
     """Refuse a compute type (or quantization) that CTranslate2 cannot run on `device`."""
     ctranslate2 = require_ctranslate2()
+    if device == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+        raise UsageError(
+            "--device cuda: CTranslate2 finds no CUDA GPU on this machine; export with "
+            "--device cpu, or export on the machine with the GPU"
+        )
     try:
         supported = sorted(ctranslate2.get_supported_compute_types(device))
     except (RuntimeError, ValueError) as exc:

@@ -69,8 +69,7 @@ def save_checkpoint(state: dict, path: PathLike) -> None:
     _check_plain(state, "state")
     if where := first_non_finite(state):
         raise NonFiniteStateError(
-            f"refusing to write {path}: {where} is not finite, so nothing was written (training "
-            "diverged: resume from the last checkpoint with a lower train.lr)"
+            f"refusing to write {path}: {where} is not finite, so nothing was written"
         )
     full = {**state, "format_version": FORMAT_VERSION, "tfm_version": __version__}
     atomic_save({**full, DIGEST_KEY: content_digest(full)}, path)

@@ -6,8 +6,10 @@ restoring. `open_session` builds one for a new run or a resumed one; the resume 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -19,8 +21,9 @@ from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, precision_name, select_device, training_precision
-from tfm.errors import UsageError
+from tfm.errors import TrainingError, UsageError
 from tfm.recipe.plan import plan_run, with_stored_plan
+from tfm.rundir.checkpoint import NonFiniteStateError
 from tfm.rundir.metrics import append_event
 from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
@@ -132,20 +135,38 @@ class Session:
     def save_checkpoint(self, score: float | None) -> None:
         """Write the full training state and last.pt (both atomically)."""
         state = self.state()
-        self.store.save(state, step=self.progress.step, score=score, protect=self.resumed_from)
+        with self._diverged():
+            self.store.save(state, step=self.progress.step, score=score, protect=self.resumed_from)
         self.save_model(self.paths.last)
         self.saved_step, self.saved_epoch = self.progress.step, self.progress.epoch
         self.saved_score = score
 
     def save_model(self, path: Path) -> None:
         """The model alone (best.pt, last.pt), with its shape and tokenizer fingerprint."""
-        save_model(
-            path,
-            self.model,
-            asdict(self.model_args),
-            step=self.progress.step,
-            tokenizer_fingerprint=self.tokenizer.fingerprint(),
-        )
+        with self._diverged():
+            save_model(
+                path,
+                self.model,
+                asdict(self.model_args),
+                step=self.progress.step,
+                tokenizer_fingerprint=self.tokenizer.fingerprint(),
+            )
+
+    @contextlib.contextmanager
+    def _diverged(self) -> Iterator[None]:
+        """A state that is not finite (nothing was written) ends training with what the user can
+        do: resume from the newest checkpoint when there is one, else start again."""
+        try:
+            yield
+        except NonFiniteStateError as exc:
+            if self.saved_step >= 0:
+                advice = (
+                    f"resume from the checkpoint of step {self.saved_step} (--resume) with a "
+                    "lower train.lr"
+                )
+            else:
+                advice = "no checkpoint was written before it: start again with a lower train.lr"
+            raise TrainingError(f"{exc}; training diverged: {advice}") from None
 
     def restore(self, checkpoint: LoadedCheckpoint) -> None:
         """Continue from `checkpoint`, or raise UsageError when the resume policy refuses it."""
