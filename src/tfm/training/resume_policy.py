@@ -5,9 +5,11 @@ config, progress and fingerprints against the new run's. Nothing here reads file
   the data cache and `data.control_chars` excepted), of `train.seed` or `train.max_tokens` (the
   batches), of the tokenizer file or of the training data's content, and a
   `train.bidirectional_epochs` that would change the kind of an epoch the run has begun.
-- Allowed and noted: budgets and every other train key; a moved training split with the same
-  content; another validation or test split; a setting tfm no longer has (the run goes on without
-  it); another number of processes or `train.accumulate` (the next steps' batches change).
+- Allowed and noted: budgets and every other train key (a changed optimizer setting, AdamW's
+  betas, eps and weight_decay, is put into the restored optimizer, see `optimizer_changes`); a
+  moved training split with the same content; another validation or test split; a setting tfm no
+  longer has (the run goes on without it); another number of processes or `train.accumulate`
+  (the next steps' batches change).
 """
 
 from __future__ import annotations
@@ -94,6 +96,23 @@ def judge_resume(
             notes.append((logging.WARNING, f"data.{split} differs from the run's ({was}, now "
                                            f"{now}){_SPLIT_CHANGE[split]}"))  # fmt: skip
     return ResumeVerdict(notes=notes + _batching_notes(stored, new, progress))
+
+
+OPTIMIZER_KEYS = ("betas", "eps", "weight_decay")  # AdamW's own settings, in its param groups
+SCHEDULE_KEYS = ("lr", "warmup_steps")  # the §5.3 schedule sets the rate before every step
+
+
+def optimizer_changes(stored: dict, new: dict) -> list[tuple[str, object, object]]:
+    """The optimizer and schedule keys of the train section that a resumed run changes, as
+    (key, stored value, new value): the optimizer's state comes from the checkpoint, so the
+    session must put the new values into it (`Session.restore`); the schedule reads its keys
+    from the config at every step."""
+    old, current = as_current_schema(stored)["train"], new["train"]
+    return [
+        (key, old.get(key), current[key])
+        for key in (*OPTIMIZER_KEYS, *SCHEDULE_KEYS)
+        if old.get(key) != current[key]
+    ]
 
 
 def _batching_notes(stored: RunIdentity, new: RunIdentity, progress: dict) -> list[tuple[int, str]]:

@@ -29,7 +29,12 @@ from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.threads import use_threads
-from tfm.training.resume_policy import RunIdentity, judge_resume
+from tfm.training.resume_policy import (
+    OPTIMIZER_KEYS,
+    RunIdentity,
+    judge_resume,
+    optimizer_changes,
+)
 from tfm.training.run_directory import check_run_dir, create_run_dir, record_opened_run
 from tfm.training.run_log import start_run_log
 from tfm.training.schedule import build_optimizer
@@ -190,6 +195,7 @@ class Session:
             raise UsageError(verdict.refusal)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self._apply_optimizer_settings(optimizer_changes(state["config"], self.identity().config))
         self.progress = Progress.from_dict(state["progress"])
         restore_rng_state(state["rng"])
         self.saved_step = self.validated_step = self.progress.step
@@ -199,6 +205,16 @@ class Session:
                  self.progress.epoch, self.progress.position)  # fmt: skip
         for level, message in verdict.notes:
             log.log(level, message)
+
+    def _apply_optimizer_settings(self, changes: list[tuple[str, object, object]]) -> None:
+        """Put the config's AdamW settings into the optimizer restored from a checkpoint (which
+        holds the values the run had) and log each of `changes` (key, was, now)."""
+        t = self.config.train
+        for group in self.optimizer.param_groups:
+            group.update(betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
+        for key, was, now in changes:
+            where = "in the optimizer" if key in OPTIMIZER_KEYS else "in the schedule"
+            log.info("train.%s changes from %s to %s with this resume (%s)", key, was, now, where)
 
 
 def reads_each_step(device: torch.device) -> bool:
