@@ -7,6 +7,7 @@ Results go to stdout, logs and errors to stderr. Exit codes: 0 success, 1 runtim
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import json
@@ -105,6 +106,10 @@ def _command(body: Callable[..., int | None]) -> Callable[..., None]:
         except BrokenPipeError:
             _discard_stdout()
             return
+        except OSError as exc:  # a path given on the command line that no file system takes
+            if exc.errno != errno.ENAMETOOLONG or exc.filename is None:
+                raise
+            raise _fail(_too_long(Path(os.fsdecode(exc.filename))), 2) from None
         if code:
             raise typer.Exit(code)
 
@@ -145,6 +150,16 @@ def _decoding_options(body: Callable[..., None]) -> Callable[..., None]:
         [p.replace(annotation=hints[p.name]) for p in own] + shared, return_annotation=None
     )
     return run
+
+
+def _too_long(path: Path) -> str:
+    from tfm.rundir.paths import check_path_length
+
+    try:
+        check_path_length(path, "path")
+    except TfmError as exc:
+        return str(exc)
+    return f"path {path}: too long for the file system; choose a shorter one"
 
 
 def _discard_stdout() -> None:

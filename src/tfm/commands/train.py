@@ -22,6 +22,7 @@ from tfm.config import Config, load_config
 from tfm.device import check_device_name
 from tfm.diagnostics import unusable_model
 from tfm.errors import TrainingError, UsageError
+from tfm.rundir.paths import check_path_length
 from tfm.training import StopFlag, TrainResult, train
 from tfm.training.distributed import from_environment
 from tfm.training.run_directory import finished_run
@@ -61,6 +62,7 @@ def train_run(
     if threads is not None:
         sets.append(f"train.threads={threads}")
     cfg = load_config(config, sets)
+    check_path_length(Path(cfg.run_dir), "run_dir")
     if not resume and not overwrite and (finished := finished_run(cfg)):
         first = from_environment().is_main  # under torchrun, one process says it
         if first:

@@ -17,6 +17,7 @@ The run most recently trained from a directory is remembered in `.tfm/last_run` 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,25 @@ class RunPaths:
         return self.root / "validations" / f"step-{step:08d}.tsv"
 
 
+NAME_MAX, PATH_MAX = 255, 4096  # bytes in one name and in a whole path, as Linux allows
+
+
+def check_path_length(path: Path, what: str) -> None:
+    """Refuse a path that no file system call would accept (ENAMETOOLONG), naming `what` it is
+    (e.g. "run_dir") and the name that is too long."""
+    for name in path.parts:
+        if len(os.fsencode(name)) > NAME_MAX:
+            shown = name if len(name) <= 40 else f"{name[:40]}…"
+            raise UsageError(
+                f"{what} {shown!r}: a name in the path is {len(os.fsencode(name))} bytes long, "
+                f"more than the {NAME_MAX} a file system allows; choose a shorter {what}"
+            )
+    if len(os.fsencode(str(path.absolute()))) > PATH_MAX:
+        raise UsageError(
+            f"{what}: the path is more than {PATH_MAX} bytes long; choose a shorter {what}"
+        )
+
+
 def remember_run(run_dir: Path, cwd: Path | None = None) -> None:
     """Record `run_dir` as the most recent run trained from `cwd`."""
     pointer = (cwd or Path.cwd()) / LAST_RUN_FILE
@@ -73,6 +93,7 @@ def find_run(run: str | Path | None, cwd: Path | None = None) -> RunPaths:
             )
         run = pointer.read_text(encoding="utf-8").strip()
     paths = RunPaths(Path(run))
+    check_path_length(paths.root, "--run")
     if not paths.root.is_dir():
         raise UsageError(
             f"run directory {paths.root} does not exist; pass --run DIR of a trained run"

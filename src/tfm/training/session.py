@@ -29,6 +29,7 @@ from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.threads import use_threads
+from tfm.training.memory import check_fits
 from tfm.training.resume_policy import (
     OPTIMIZER_KEYS,
     RunIdentity,
@@ -253,11 +254,28 @@ def _with_plan(
     return planned
 
 
+@contextlib.contextmanager
+def _out_of_memory_refused(device: torch.device) -> Iterator[None]:
+    """An allocation that fails while the model is built is one line (the estimate of
+    `check_fits` let it through: another process took the memory meanwhile)."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if not isinstance(exc, torch.OutOfMemoryError) and "alloc" not in str(exc):
+            raise
+        cause = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise UsageError(
+            f"the model does not fit in the memory available on {device} ({cause}); use a "
+            "smaller model or free some memory"
+        ) from None
+
+
 def open_session(
     config: Config, *, resume: bool, overwrite: bool, rank: int = 0, world_size: int = 1
 ) -> Session:
-    """Check the run directory, device and data, then prepare the run directory, model and
-    optimizer; restore them when resuming.
+    """Check the run directory, device, data and memory, build the model and optimizer, then
+    prepare the run directory (nothing is written or removed there before); restore the model
+    and optimizer when resuming.
 
     Under torchrun, process `rank` > 0 writes nothing: it reads the run directory (tokenizer,
     checkpoint) that process 0 has prepared before it.
@@ -273,16 +291,19 @@ def open_session(
     tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
     config = _with_plan(config, paths, checkpoint, device, dtype, tokenizer)
     splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
-    if not checkpoint and writer:  # config, device and data are good: now the directory
-        create_run_dir(paths, config)
-        tokenizer.save(paths.root)
     log_start(config, splits["train"], tokenizer)
-    torch.manual_seed(config.train.seed)
     args = model_args(config, tokenizer)
-    model = build_model(args).to(device)
+    check_fits(args, config.train.max_tokens, device)
+    torch.manual_seed(config.train.seed)
+    with _out_of_memory_refused(device):
+        model = build_model(args).to(device)
+        optimizer = build_optimizer(model, config)
     log.info("model: %s parameters", f"{sum(q.numel() for q in model.parameters()):,}")
     log.info("%s", describe_flops(args, device, dtype))
     epochs = EpochPlan.from_config(config, splits["train"], tokenizer)
+    if not checkpoint and writer:  # config, device, data and memory are good: now the directory
+        create_run_dir(paths, config)
+        tokenizer.save(paths.root)
     session = Session(
         config=config,
         paths=paths,
@@ -292,7 +313,7 @@ def open_session(
         validation_split=splits["validation"],
         model=model,
         model_args=args,
-        optimizer=build_optimizer(model, config),
+        optimizer=optimizer,
         epochs=epochs,
         store=CheckpointStore(
             paths.checkpoints,
