@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.prediction.reranking import Reranker
+from tfm.rundir.manifest import record_manifest
 
 
 def invoke(*args: str):
@@ -97,6 +98,7 @@ def test_a_run_whose_last_epochs_went_one_way_is_refused(run, tmp_path):
     config = yaml.safe_load((late / "config.yaml").read_text(encoding="utf-8"))
     config["train"]["bidirectional_epochs"] = 29
     (late / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    record_manifest(late)  # as if trained so
     result = invoke("eval", "--run", str(run), "--rerank-with", str(late))
     assert result.exit_code == 2 and result.stdout == ""
     assert f"--rerank-with {late}: it translates en→de; reranking en→de needs a run trained " \

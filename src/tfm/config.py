@@ -635,6 +635,11 @@ def load_config(
     lines: dict[tuple, int] = {}
     if path is not None:
         data, lines = read_yaml(_read_config_text(Path(path)), name)
+        if stored and not data:  # all defaults would be another run's settings (the toy corpus)
+            raise ConfigError(
+                f"{name} is empty: a run's config.yaml holds every setting it was trained with; "
+                "restore it"
+            )
         if data is None:
             data = {}
         if not isinstance(data, dict):

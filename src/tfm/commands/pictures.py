@@ -11,6 +11,7 @@ from tfm.config import load_config
 from tfm.errors import UsageError
 from tfm.prediction.attention import check_kind, sentence_attention
 from tfm.prediction.opening import load_run
+from tfm.rundir.manifest import check_manifest
 from tfm.rundir.metrics import read_metrics
 from tfm.rundir.paths import RunPaths, find_run
 from tfm.visual.attention import draw_attention
@@ -65,6 +66,7 @@ def plot_curves(run: str | Path | None, out: Path | None = None) -> Path:
         raise UsageError(f"{paths.metrics} has no events yet; plot again after a few steps")
     smoothing = None
     if paths.config.is_file():
+        check_manifest(paths.root, [paths.config.name])
         smoothing = load_config(paths.config, stored=True).train.label_smoothing
     title = f"Training curves of {paths.root} (step {events[-1]['step']:,})"
     return draw_training_curves(

@@ -9,7 +9,9 @@ and `disk`), how they are read (format, columns, fields, languages) and the toke
 Where the files are does not count: a moved corpus is still a hit; an edited line is a miss.
 `data.max_length` is not in the key either: the entry holds every cleaned pair and the length
 filter is applied when it is opened. The folder holds `tokenizer.json`, `{src,tgt}.ids` (framed
-ids, `id_dtype`), `{src,tgt}.text` (UTF-8), their `*-offsets.npy` and `meta.json`, written last.
+ids, `id_dtype`), `{src,tgt}.text` (UTF-8), their `*-offsets.npy` and `meta.json`, written last,
+with the SHA-256 of each other file: an entry whose files changed (a damaged disk, an edit) is
+prepared again, so training never reads ids that are not the tokenizer's.
 
 Processes share it safely: one prepares an entry while holding `<key>.lock` (a file lock) and
 renames the finished folder into place; any other that asks for the same key (another rank
@@ -36,7 +38,7 @@ from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
 from tfm.data.screening import SHOWN, report_characters
-from tfm.data.store import write_entry
+from tfm.data.store import changed_files, write_entry
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import DataError
 
@@ -113,7 +115,8 @@ class CacheEntry:
 
 
 def open_entry(path: Path) -> CacheEntry | None:
-    """The entry in `path` if it is complete and consistent, else None."""
+    """The entry in `path` if it is complete and its files are as they were written (their
+    digests in meta.json), else None: it is then prepared again."""
     try:
         meta = json.loads((path / META).read_text(encoding="utf-8"))
         if meta.get("version") != VERSION:
@@ -123,6 +126,9 @@ def open_entry(path: Path) -> CacheEntry | None:
             for rows in (entry.ids(side), entry.texts(side)):
                 if len(rows) != meta["pairs"]:
                     return None
+        if changed := changed_files(path, meta["digests"]):
+            log.warning("%s: %s changed since it was prepared; preparing it again", path, changed)
+            return None
     except (OSError, ValueError, KeyError):  # missing, truncated or foreign files
         return None
     return entry
@@ -145,11 +151,14 @@ def prepared_entry(
     root = cache_root(config)
     found = cache_key(config)
     key = found.key
-    if tokenizer is not None:
-        entry = open_entry(root / key)
-        if entry is not None and entry.meta["tokenizer_fingerprint"] != tokenizer.fingerprint():
-            key = f"{key}-{tokenizer.fingerprint()[:8]}"
     entry = open_entry(root / key)
+    if (
+        tokenizer is not None
+        and entry is not None
+        and entry.meta["tokenizer_fingerprint"] != tokenizer.fingerprint()
+    ):
+        key = f"{key}-{tokenizer.fingerprint()[:8]}"
+        entry = open_entry(root / key)
     if entry is None:
         entry = _prepare(config, root, key, found, tokenizer=tokenizer, progress=progress)
     if found.origin is not None:  # a moved corpus: say where it is read from now

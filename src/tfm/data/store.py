@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -56,11 +57,31 @@ def write_entry(
         raise DataError(_no_space(folder.parent, needed, free))
     folder.mkdir(parents=True)
     try:
-        return _write(config, folder, found, tokenizer=tokenizer, progress=progress)
+        meta = _write(config, folder, found, tokenizer=tokenizer, progress=progress)
+        return {**meta, "digests": file_digests(folder)}
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise DataError(_no_space(folder.parent, needed, None)) from None
         raise
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """The SHA-256 of each file in `folder` (an entry's, before meta.json is written)."""
+    digests = {}
+    for path in sorted(folder.iterdir()):
+        with path.open("rb") as file:
+            digests[path.name] = hashlib.file_digest(file, "sha256").hexdigest()
+    return digests
+
+
+def changed_files(folder: Path, digests: dict[str, str]) -> str | None:
+    """The first file of `folder` whose content is not the one `digests` recorded, or None;
+    OSError for a missing one."""
+    for name, digest in digests.items():
+        with (folder / name).open("rb") as file:
+            if hashlib.file_digest(file, "sha256").hexdigest() != digest:
+                return name
+    return None
 
 
 def _no_space(root: Path, needed: int, free: int | None) -> str:

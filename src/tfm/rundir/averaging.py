@@ -16,6 +16,7 @@ from tfm.errors import CheckpointError, UsageError
 from tfm.rundir.atomic import atomic_copy
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.rundir.integrity import first_non_finite
+from tfm.rundir.manifest import COVERED, record_manifest
 from tfm.rundir.model_file import save_weights, tie_key
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import MODEL_KIND, CheckpointStore
@@ -70,8 +71,9 @@ def average_checkpoints(
     if where := first_non_finite(averaged, "the average"):  # checked before anything is written
         raise CheckpointError(f"refusing to write {out}: {where} is not finite")
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("config.yaml", "tokenizer.json"):
+    for name in COVERED:
         atomic_copy(paths.root / name, out / name)
+    record_manifest(out)
     save_weights(
         RunPaths(out).best,
         averaged,

@@ -4,8 +4,8 @@ Nothing is written to it until the configuration, the device and the data have b
 that a mistake in any of them leaves the directory as it was and the same command works once the
 mistake is fixed: `check_run_dir` only reads (the checkpoint to resume, or whether a new run may
 start there), `create_run_dir` then wipes it (--overwrite) and writes config.yaml. A directory
-holding only what a run writes before its first step (config.yaml, tokenizer.json, train.log)
-is such a
+holding only what a run writes before its first step (config.yaml, tokenizer.json, its
+manifest.json, train.log) is such a
 failed start, and a new run replaces it. Once a resume is accepted, config.yaml is rewritten
 and metrics.jsonl cut back to the checkpoint's step.
 
@@ -24,12 +24,13 @@ from tfm.errors import ConfigError, UsageError
 from tfm.recipe.plan import with_stored_plan
 from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.lock import LOCK_FILE, remove_run_files
+from tfm.rundir.manifest import MANIFEST_FILE, replace_text
 from tfm.rundir.metrics import read_metrics, truncate_metrics
 from tfm.rundir.paths import RunPaths, remember_run
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.training.run_log import LOG_FILE
 
-BEFORE_FIRST_STEP = {"config.yaml", TOKENIZER_FILE, LOG_FILE}  # written before it trains
+BEFORE_FIRST_STEP = {"config.yaml", TOKENIZER_FILE, MANIFEST_FILE, LOG_FILE}  # before training
 NOT_A_RUN = {*BEFORE_FIRST_STEP, LOCK_FILE}  # a directory holding only these holds no run
 # Keys that say how to run, not what is trained: a run that differs in these alone is the same run.
 HOW_TO_RUN = {
@@ -87,7 +88,7 @@ def record_opened_run(paths: RunPaths, config: Config, *, resumed_at: int | None
     window's line), so the run's log reads as one run; then remember the run as the last one
     (`tfm eval` without --run)."""
     if resumed_at is not None:
-        atomic_write_text(to_yaml(config), paths.config)
+        replace_text(paths.root, paths.config.name, to_yaml(config))
         truncate_metrics(paths.metrics, resumed_at)
         _drop_partial_windows(paths.metrics)
     remember_run(paths.root)

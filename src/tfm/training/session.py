@@ -24,6 +24,7 @@ from tfm.device import autocast, precision_name, select_device, training_precisi
 from tfm.errors import TrainingError, UsageError
 from tfm.recipe.plan import plan_run, with_stored_plan
 from tfm.rundir.checkpoint import NonFiniteStateError
+from tfm.rundir.manifest import TOKENIZER_FILE, check_manifest, record_manifest
 from tfm.rundir.metrics import append_event
 from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
@@ -288,7 +289,10 @@ def open_session(
     dtype = training_precision(config.train.precision, device)
     log.info("precision: %s (train.precision %s) on %s", precision_name(dtype),
              config.train.precision, device.type)  # fmt: skip
-    tokenizer = Tokenizer.load(paths.root) if checkpoint or not writer else None
+    tokenizer = None
+    if checkpoint or not writer:
+        check_manifest(paths.root, [TOKENIZER_FILE])
+        tokenizer = Tokenizer.load(paths.root)
     config = _with_plan(config, paths, checkpoint, device, dtype, tokenizer)
     splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
     log_start(config, splits["train"], tokenizer)
@@ -304,6 +308,7 @@ def open_session(
     if not checkpoint and writer:  # config, device, data and memory are good: now the directory
         create_run_dir(paths, config)
         tokenizer.save(paths.root)
+        record_manifest(paths.root)
     session = Session(
         config=config,
         paths=paths,
