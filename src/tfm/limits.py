@@ -19,3 +19,4 @@ MAX_MIN_FREQUENCY = 1_000_000_000
 MAX_STEPS = 10**12  # train.warmup_steps
 MAX_EPOCHS = 1_000_000
 MAX_THREADS = 4_096  # train.threads and --threads
+MAX_LINE_CHARS = 10_000  # a side of a training pair: BPE's time grows with a word's length squared

@@ -126,10 +126,15 @@ def _cut_short(cfg: Config, result: TrainResult, resume: str) -> None:
 
 
 def _install_stop_handlers(stop: StopFlag) -> dict:
-    """First SIGINT/SIGTERM: finish the step, checkpoint, exit. Second: stop at once."""
+    """First SIGINT/SIGTERM: finish the step, checkpoint, exit. Second, or the first before
+    training has begun (nothing to save yet): stop at once."""
 
     def handler(signum, frame):
         if stop.requested:
+            raise KeyboardInterrupt
+        if not stop.training:
+            log.warning("tfm: %s received before training began: stopping now",
+                        signal.Signals(signum).name)  # fmt: skip
             raise KeyboardInterrupt
         stop.request(signum)
         log.warning(

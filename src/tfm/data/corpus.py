@@ -27,13 +27,15 @@ from tfm.config import SourceConfig, ToyConfig
 from tfm.data.formats import Pairs, PairStream, field_names, jsonl_pairs, text_pairs, tsv_pairs
 from tfm.data.screening import CharacterScreen, first_lines, report_characters
 from tfm.errors import DataError
+from tfm.limits import MAX_LINE_CHARS
 
 if TYPE_CHECKING:
     import datasets
 
 logger = logging.getLogger(__name__)
 
-_LABELS = {"empty": "empty side"}  # how a drop reason reads in `summary()`
+LONG_LINE = "side too long"  # a pair dropped before tokenizing: more than MAX_LINE_CHARS characters
+_LABELS = {"empty": "empty side", LONG_LINE: f"side over {MAX_LINE_CHARS:,} characters"}
 _STRING_TYPES = ("string", "large_string")
 
 
@@ -156,7 +158,9 @@ def stream_split(
 
 
 class Cleaner:
-    """Strips each sentence and drops pairs with an empty side as a pair, counting them."""
+    """Strips each sentence and drops pairs with an empty side as a pair, counting them; in the
+    training split, also pairs with a side longer than MAX_LINE_CHARS characters (reported at
+    once: BPE's time grows with the square of a word's length, and no sentence is that long)."""
 
     def __init__(
         self, *, split: str, origin: str, unit: str, screen: CharacterScreen | None = None
@@ -164,15 +168,20 @@ class Cleaner:
         self.split, self.origin, self.unit, self.screen = split, origin, unit, screen
         self.read = 0
         self.empty: list[int] = []  # the read indices of the dropped pairs
+        self.long: list[int] = []
+        self.max_chars = MAX_LINE_CHARS if split == "train" else None
 
     def clean(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+        limit = self.max_chars
         for src_text, tgt_text in pairs:
             self.read += 1
             src_text, tgt_text = src_text.strip(), tgt_text.strip()
-            if src_text and tgt_text:
-                yield src_text, tgt_text
-            else:
+            if not (src_text and tgt_text):
                 self.empty.append(self.read - 1)
+            elif limit is not None and max(len(src_text), len(tgt_text)) > limit:
+                self.long.append(self.read - 1)
+            else:
+                yield src_text, tgt_text
 
     def report(self) -> LoadReport:
         """What was read and dropped (for the caller to log, once every drop is in), and the
@@ -182,7 +191,12 @@ class Cleaner:
             split=self.split, origin=self.origin, read=read, kept=read, unit=self.unit
         )
         report.drop("empty", len(self.empty), at=self.empty)
-        report.skipped = self.empty
+        report.drop(LONG_LINE, len(self.long), at=self.long)
+        report.skipped = sorted(self.empty + self.long)
+        if self.long:
+            logger.warning("%s: dropped %d pair(s) with a side longer than %s characters (%s %s)",
+                           self.split, len(self.long), f"{MAX_LINE_CHARS:,}", self.unit,
+                           ", ".join(map(str, report.first[LONG_LINE])))  # fmt: skip
         if self.screen is not None:
             report.characters = self.screen.found()
             report_characters(report.characters, split=self.split, policy=self.screen.policy)

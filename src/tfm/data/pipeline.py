@@ -8,12 +8,14 @@ test pairs are never dropped for length, so their scores stay comparable across 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tfm.config import DataConfig, TokenizerConfig
 from tfm.data.corpus import LoadReport, load_split
+from tfm.data.interruptible import interruptibly
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
 from tfm.errors import DataError
 
@@ -46,8 +48,10 @@ def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], Lo
 
 
 def fit_tokenizer(src: list[str], tgt: list[str], config: TokenizerConfig) -> Tokenizer:
-    """Train the BPE tokenizer on the training sentences."""
-    return train_tokenizer(
+    """Train the BPE tokenizer on the training sentences (interruptible by SIGINT and SIGTERM:
+    `tfm.data.interruptible`)."""
+    work = functools.partial(
+        train_tokenizer,
         src,
         tgt,
         vocab_size=config.vocab_size,
@@ -55,6 +59,7 @@ def fit_tokenizer(src: list[str], tgt: list[str], config: TokenizerConfig) -> To
         joint=config.joint,
         byte_fallback=config.byte_fallback,
     )
+    return interruptibly(work)
 
 
 def encode_split(

@@ -36,6 +36,7 @@ from tfm.config import Config, TokenizerConfig
 from tfm.data.bulk_encoding import characters
 from tfm.data.cache_key import SIDES, VERSION, CacheKey
 from tfm.data.corpus import LoadReport, stream_split
+from tfm.data.interruptible import interruptibly
 from tfm.data.parallel_encoding import Encoding, workers_for
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer, train_tokenizer
@@ -128,7 +129,7 @@ def _write(
         "dropped": report.dropped,
         "origin": report.origin,
         "unit": report.unit,
-        "skipped": report.skipped,  # read indices of the pairs dropped (empty sides)
+        "skipped": report.skipped,  # read indices of the pairs dropped (empty or too long sides)
         "first": report.first,  # first lines of each reason
         "characters": report.characters,  # control and replacement characters (screening)
         "dtypes": {side: str(id_dtype(_vocab_size(tokenizer, side))) for side in SIDES},
@@ -224,15 +225,21 @@ def _learn(
 ) -> Tokenizer:
     """Step 2: BPE on every pair, or on a seeded sample of `settings.train_sample` pairs."""
     n, sample = len(texts["src"]), settings.train_sample
-    learn = functools.partial(
-        train_tokenizer,
-        vocab_size=settings.vocab_size,
-        min_frequency=settings.min_frequency,
-        joint=settings.joint,
-        byte_fallback=settings.byte_fallback,
-        progress=progress and sys.stderr.isatty(),  # the trainer's bars, on a terminal only
-    )
+
+    def learn(src, tgt, **alphabets) -> Tokenizer:  # interruptible by SIGINT and SIGTERM
+        work = functools.partial(
+            train_tokenizer, src, tgt,
+            vocab_size=settings.vocab_size,
+            min_frequency=settings.min_frequency,
+            joint=settings.joint,
+            byte_fallback=settings.byte_fallback,
+            progress=progress and sys.stderr.isatty(),  # the trainer's bars, on a terminal only
+            **alphabets,
+        )  # fmt: skip
+        return interruptibly(work)
+
     if sample is None or n <= sample:
+        log.info("learning BPE from the %s training pairs", f"{n:,}")
         return learn(texts["src"], texts["tgt"])
     index = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, size=sample, replace=False))
     log.info("learning BPE from a sample of %s of the %s training pairs", f"{sample:,}", f"{n:,}")

@@ -114,6 +114,7 @@ class DataParallel:
             self.module = compiled(
                 self.module, session.device, static_shapes=session.config.train.static_shapes
             )
+        stop.training = True  # from now on, a stop request finishes the step and checkpoints
 
     def _start_ddp(self) -> None:
         replicas, session = self.replicas, self.session

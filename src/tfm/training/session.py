@@ -51,9 +51,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class StopFlag:
-    """Set by a signal handler; the loop finishes its step, checkpoints and returns."""
+    """Set by a signal handler; the loop finishes its step, checkpoints and returns. Before
+    `training` (preparing the data, the tokenizer, the model) there is nothing to save, and the
+    handler stops at once."""
 
     signal_name: str | None = None
+    training: bool = False  # set once training can stop cleanly; before, a signal stops at once
 
     @property
     def requested(self) -> bool:
