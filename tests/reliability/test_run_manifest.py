@@ -3,9 +3,11 @@ refused in one line naming the file by every command that opens the run, an empt
 a data cache whose arrays changed is prepared again instead of training on them."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
+import torch
 from attack_helpers import error_line, invoke, resume
 from builders import tiny_config_file
 
@@ -89,12 +91,30 @@ def test_resume_and_average_keep_the_manifest_true(tmp_path):
     result = resume(run, "train.max_steps=3", "decoding.beam_size=2")  # config.yaml rewritten
     assert result.exit_code == 0, result.stderr
     files = json.loads((run / MANIFEST_FILE).read_text())["files"]
-    assert set(files) == {"config.yaml", "tokenizer.json"}
+    assert set(files) == {"config.yaml", "tokenizer.json", "best.pt", "last.pt"}
     assert all(len(digests) == 1 for digests in files.values())
+    assert files["last.pt"] == [load_checkpoint_digest(run / "last.pt")]
     assert invoke("eval", "--run", run, "--json").exit_code == 0
     assert invoke("average", "--run", run, "--last", "2", "--out", tmp_path / "avg").exit_code == 0
     assert (tmp_path / "avg" / MANIFEST_FILE).is_file()
     assert invoke("eval", "--run", tmp_path / "avg", "--json").exit_code == 0
+
+
+def load_checkpoint_digest(path) -> str:
+    return torch.load(path, weights_only=True)["content_sha256"]
+
+
+def test_another_run_s_model_file_is_refused(tmp_path):
+    """Same data and tokenizer, another seed: its best.pt passes every other check."""
+    for seed in (0, 1):
+        config = tiny_config_file(tmp_path, name=f"seed{seed}", max_steps=2, validate_every=2,
+                                  seed=seed)  # fmt: skip
+        assert invoke("train", "--config", config, "--no-progress").exit_code == 0
+    run = tmp_path / "seed0"
+    shutil.copy(tmp_path / "seed1" / "best.pt", run / "best.pt")
+    for result in opened_by(run):
+        assert result.exit_code == 1
+        assert f"{run / 'best.pt'} was changed after the run wrote it" in error_line(result.stderr)
 
 
 @pytest.mark.parametrize("value", [5, 255], ids=["in range", "out of range"])  # vocabulary: 150

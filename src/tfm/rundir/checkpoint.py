@@ -18,7 +18,7 @@ What callers must convert before saving (saving refuses anything else, naming th
 import pickletools
 import zipfile
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, cast
 
@@ -61,9 +61,12 @@ class NonFiniteStateError(CheckpointError):
     """A state to save holds NaN or infinity (a diverged run): nothing was written."""
 
 
-def save_checkpoint(state: dict, path: PathLike) -> None:
+def save_checkpoint(
+    state: dict, path: PathLike, *, before_write: Callable[[str], None] | None = None
+) -> None:
     """Atomically save state plus `format_version`, `tfm_version` and the content digest; state
-    must be plain and finite (checked before anything is written)."""
+    must be plain and finite (checked before anything is written). `before_write` is given the
+    digest before the file is written (a run's manifest accepts it first)."""
     if not isinstance(state, dict):
         raise TypeError(f"checkpoint state must be a dict, got {type(state).__name__}")
     _check_plain(state, "state")
@@ -72,7 +75,10 @@ def save_checkpoint(state: dict, path: PathLike) -> None:
             f"refusing to write {path}: {where} is not finite, so nothing was written"
         )
     full = {**state, "format_version": FORMAT_VERSION, "tfm_version": __version__}
-    atomic_save({**full, DIGEST_KEY: content_digest(full)}, path)
+    digest = content_digest(full)
+    if before_write is not None:
+        before_write(digest)
+    atomic_save({**full, DIGEST_KEY: digest}, path)
 
 
 def _pickle_globals(file: IO[bytes]) -> list[str]:

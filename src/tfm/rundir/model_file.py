@@ -16,6 +16,7 @@ from tfm.config import Config, load_config
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import CheckpointError
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
+from tfm.rundir.manifest import replacing
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import MODEL_KIND
 from tfm.transformer import ModelArgs, Transformer, build_model
@@ -24,7 +25,8 @@ from tfm.transformer import ModelArgs, Transformer, build_model
 def save_model(
     path: Path, model: torch.nn.Module, model_args: dict, *, step: int, tokenizer_fingerprint: str
 ) -> None:
-    """Write a model's weights with what is needed to rebuild it, atomically."""
+    """Write a model's weights with what is needed to rebuild it, atomically, its digest in the
+    run's manifest (`tfm.rundir.manifest`)."""
     save_weights(
         path, model.state_dict(), model_args, step=step, tokenizer_fingerprint=tokenizer_fingerprint
     )
@@ -33,7 +35,8 @@ def save_model(
 def save_weights(
     path: Path, weights: dict, model_args: dict, *, step: int, tokenizer_fingerprint: str
 ) -> None:
-    """Write a state dict as a model file; refuses non-finite weights (before writing)."""
+    """Write a state dict as a model file, its digest in the run's manifest; refuses non-finite
+    weights (before writing)."""
     state = {
         "kind": MODEL_KIND,
         "model_args": model_args,
@@ -41,7 +44,8 @@ def save_weights(
         "step": step,
         "tokenizer_fingerprint": tokenizer_fingerprint,
     }
-    save_checkpoint(state, path)
+    with replacing(path) as before_write:
+        save_checkpoint(state, path, before_write=before_write)
 
 
 def on_cpu(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
