@@ -12,6 +12,7 @@ from tfm.data.pipeline import load_texts
 from tfm.errors import CheckpointError, UsageError
 from tfm.evaluation import score_translations
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
+from tfm.rundir.manifest import record_manifest
 
 pytest.importorskip("ctranslate2")
 
@@ -148,6 +149,7 @@ def test_a_model_option_ctranslate2_lacks_is_refused_by_name(toy_run, tmp_path):
     state["model_args"]["relative_positions"] = 16
     save_checkpoint({k: v for k, v in state.items() if k not in ("format_version", "tfm_version")},
                     run / "best.pt")  # fmt: skip
+    record_manifest(run, ["best.pt"])  # as a tfm with that option would have written it
     message = one_line_error(UsageError, lambda: export_run(run, tmp_path / "out"))
     assert message == (
         "cannot export to CTranslate2: model option(s) relative_positions=16 have no "
