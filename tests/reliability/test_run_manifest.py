@@ -2,6 +2,7 @@
 refused in one line naming the file by every command that opens the run, an empty config.yaml too;
 a data cache whose arrays changed is prepared again instead of training on them."""
 
+import importlib.util
 import json
 import shutil
 
@@ -20,14 +21,19 @@ def edit(path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new), encoding="utf-8")
 
 
-def opened_by(run) -> list:
-    """What each command that opens the run reports for it."""
-    return [
-        invoke("translate", "--run", run, "a dog"),
-        invoke("eval", "--run", run, "--json"),
-        invoke("average", "--run", run, "--last", "2", "--out", run.parent / "avg"),
-        invoke("attention", "--run", run, "a dog", "--out", run.parent / "a.png"),
+def opened_by(run, *, average: bool = True) -> list:
+    """What each command that opens the run (and uses its model file: all but average) reports
+    for it."""
+    commands = [
+        ["translate", "--run", run, "a dog"],
+        ["eval", "--run", run, "--json"],
+        ["attention", "--run", run, "a dog", "--out", run.parent / "a.png"],
     ]
+    if importlib.util.find_spec("ctranslate2") is not None:  # the deploy extra
+        commands.append(["export", "--run", run, "--out", run.parent / "ct2"])
+    if average:
+        commands.append(["average", "--run", run, "--last", "2", "--out", run.parent / "avg"])
+    return [invoke(*command) for command in commands]
 
 
 @pytest.mark.parametrize(
@@ -112,7 +118,7 @@ def test_another_run_s_model_file_is_refused(tmp_path):
         assert invoke("train", "--config", config, "--no-progress").exit_code == 0
     run = tmp_path / "seed0"
     shutil.copy(tmp_path / "seed1" / "best.pt", run / "best.pt")
-    for result in opened_by(run):
+    for result in opened_by(run, average=False):  # average reads the checkpoints, not best.pt
         assert result.exit_code == 1
         assert f"{run / 'best.pt'} was changed after the run wrote it" in error_line(result.stderr)
 

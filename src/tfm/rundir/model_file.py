@@ -16,7 +16,7 @@ from tfm.config import Config, load_config
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import CheckpointError
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
-from tfm.rundir.manifest import replacing
+from tfm.rundir.manifest import check_manifest, replacing
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import MODEL_KIND
 from tfm.transformer import ModelArgs, Transformer, build_model
@@ -93,6 +93,8 @@ def load_trained(
     """Load best.pt (or last.pt, or `model_file`: a model file or step checkpoint of the run),
     check that the tokenizer belongs to it, and build the model."""
     path = model_file or (paths.best if paths.best.is_file() else paths.last)
+    if path.parent.resolve() == paths.root.resolve():  # best.pt or last.pt: in the manifest
+        check_manifest(paths.root, [path.name])
     state = load_model_file(path)
     tokenizer = Tokenizer.load(paths.root)
     args = state["model_args"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tfm.errors import UsageError
 from tfm.rundir.atomic import atomic_write_text
-from tfm.rundir.manifest import check_manifest
+from tfm.rundir.manifest import COVERED, check_manifest
 
 LAST_RUN_FILE = Path(".tfm") / "last_run"
 
@@ -104,5 +104,5 @@ def find_run(run: str | Path | None, cwd: Path | None = None) -> RunPaths:
             f"run directory {paths.root} has no trained model (best.pt or last.pt); "
             "train it first with `tfm train`"
         )
-    check_manifest(paths.root)
+    check_manifest(paths.root, COVERED)  # a model file is checked when it is chosen
     return paths
