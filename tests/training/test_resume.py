@@ -12,6 +12,7 @@ from tfm.data.batching import TokenBatchSampler
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
+from tfm.rundir.manifest import record_manifest
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore
@@ -131,6 +132,7 @@ def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path):
     state = load_checkpoint(run / "best.pt")  # a model file from before the key, for eval
     del state["model_args"]["activation_dropout"]
     save_checkpoint(state, run / "best.pt")
+    record_manifest(run, ["best.pt"])  # as that version wrote it
     loaded = load_trained(RunPaths(run), torch.device("cpu")).model.state_dict()
     assert all(torch.equal(loaded[name], state["model"][name]) for name in state["model"])
 
@@ -149,6 +151,7 @@ def written_with_removed_keys(run, value: float) -> None:
         state = load_checkpoint(path)
         state["model_args"]["word_dropout"] = value
         save_checkpoint(state, path)
+    record_manifest(run, ["config.yaml", "best.pt", "last.pt"])  # as that version wrote them
 
 
 @pytest.mark.parametrize("value", [0.0, 0.1])
