@@ -87,15 +87,28 @@ def config_text(work: Path, n: int, *, quick: bool) -> str:
                 "n_encoder_layers": 1,
                 "n_decoder_layers": 1,
                 "d_ff": 128,
+                "dropout": 0.1,
             },
+            # Every key set, so that no recipe is planned: the data is prepared where training
+            # asks for it, and "data ready in" times preparing it.
             "train": {
                 "max_steps": 10 if quick else 50,
                 "log_every": 5 if quick else 10,
                 "validate_every": 1_000_000,
                 "max_epochs": None,
+                "max_tokens": 4096,
+                "lr": 1e-3,
                 "warmup_steps": 10,
+                "schedule": "inverse_sqrt",
+                "decay_steps": None,
+                "label_smoothing": 0.1,
+                "patience": None,
+                "checkpoint_every": None,
+                "keep_last": 3,
+                "average_last": 1,
+                "early_stopping_metric": "bleu",
             },
-            "decoding": {"max_len_a": 0.0, "max_len_b": 2},  # the final validation: quick
+            "decoding": {"max_len_a": 0.0, "max_len_b": 2, "beam_size": 1},  # quick validation
         }
     )
 

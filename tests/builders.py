@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from tfm.config import Config
+from tfm.config import RECIPE_KEYS, Config
 from tfm.rundir.metrics import read_metrics
 
 SECTIONS = frozenset(Config.model_fields)  # run_dir, data, tokenizer, model, train, decoding
@@ -42,6 +42,13 @@ BASE = {
     "train": {"max_tokens": 800, "log_every": 1, "warmup_steps": 2, "threads": 1},
     "decoding": {"max_len_b": 2},
 }
+
+# Every key the recipe derives is given, at the schema's default unless BASE sets it: these tests
+# describe training as configured (tests/recipe describes the recipe).
+_DEFAULTS = Config()
+for _section, _keys in RECIPE_KEYS.items():
+    for _key in _keys:
+        BASE.setdefault(_section, {}).setdefault(_key, getattr(getattr(_DEFAULTS, _section), _key))
 
 # A 32-wide model with dropout on 240 pairs: epochs of several batches and random masks, what the
 # exact-resume, interruption, compile and data-parallel tests compare step by step.

@@ -112,21 +112,6 @@ def test_multi30k_names_the_missing_copy_and_how_to_give_it(script, monkeypatch,
         bench.main(["--data", str(elsewhere), "--runs", str(tmp_path)])  # --data wins
 
 
-def test_rerank_sweep(script, capsys):
-    script("rerank_sweep").main(["--quick"])
-    out = capsys.readouterr().out.splitlines()
-    rows = [line for line in out if re.match(r"\| \d ", line)]
-    assert [row.split(" | ")[0] for row in rows] == ["| 0", "| 1", "| 2"]
-    for row in rows:
-        cells = [float(cell) for cell in row.strip("| ").split(" | ")]
-        assert all(0 <= bleu <= 100 for bleu in cells[1:3] + cells[4:6])
-        assert 0 < cells[3] < 5 and 0 < cells[6] < 5  # length ratios
-    weight, chrf = numbers(
-        r"chosen on validation \(bleu_lowercase\): W (\d); .*chrF ([\d.]+)", out[-1]
-    )
-    assert weight in (0, 1, 2) and 0 < chrf <= 100
-
-
 def test_gpu_speed(script, capsys, tmp_path):
     """The one command of every GPU figure, on the CPU with tiny models: each part reports."""
     figures_file = tmp_path / "figures.json"

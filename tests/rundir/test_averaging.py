@@ -51,6 +51,9 @@ def test_asking_for_more_than_kept_is_a_usage_error(run, tmp_path):
     result = invoke("average", "--run", str(run), "--last", "9", "--out", str(tmp_path / "x"))
     assert result.exit_code == 2 and "fewer than 9" in result.stderr
     result = invoke("average", "--run", str(run), "--out", str(tmp_path / "x"))
+    assert result.exit_code == 2 and "plans no averaging (train.average_last: 1)" in result.stderr
+    both = ("--last", "2", "--best", "2")
+    result = invoke("average", "--run", str(run), *both, "--out", str(tmp_path / "x"))
     assert result.exit_code == 2 and "exactly one of --last N or --best N" in result.stderr
 
 
