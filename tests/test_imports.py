@@ -97,8 +97,11 @@ LAYERS = [
     ("configuration", ["tfm.config", "tfm.config_show", "tfm.config_reference"]),
     ("model and data", ["tfm.transformer", "tfm.data", "tfm.loss", "tfm.evaluation"]),
     ("run directory", ["tfm.rundir"]),
-    ("prediction and planning", ["tfm.prediction", "tfm.recipe"]),
-    ("export, training, pictures", ["tfm.deploy", "tfm.training", "tfm.diagnostics", "tfm.visual"]),
+    ("prediction", ["tfm.prediction"]),
+    (
+        "export, training and its recipe, pictures",
+        ["tfm.deploy", "tfm.training", "tfm.recipe", "tfm.diagnostics", "tfm.visual"],
+    ),
     ("commands", ["tfm.commands", "tfm.serve"]),
     ("entry points", ["tfm.cli", "tfm.cli_options", "tfm.api", "tfm.__main__"]),
 ]

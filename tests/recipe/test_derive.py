@@ -179,3 +179,14 @@ def test_token_figures_count_framing_out_and_batches_at_the_longer_side():
     assert figures.src_mean == pytest.approx((2 + 4 + 10) / 3)
     assert figures.tgt_tokens == 2 + 2 + 10
     assert figures.batch_tokens == 4 + 5 + 12  # the longer framed side of each pair
+
+
+def test_a_shape_that_does_not_fit_in_memory_is_never_chosen():
+    settings = Settings(given={})
+    settings.set("tokenizer", "vocab_size", 8000)
+    figures = tokens(1_000_000)  # enough tokens for the base model
+    small = lambda shape, max_tokens: shape.d_model <= 256  # noqa: E731
+    derive(settings, texts(10**6, 10**5), figures, batches_per_epoch=lambda n: 1000, gpu=False,
+           minutes=None, clock=None, fits=small)  # fmt: skip
+    assert settings.derived["model"]["d_model"] == 256  # m, the largest that fits
+    assert "model base left out: it does not fit in memory" in settings.lines

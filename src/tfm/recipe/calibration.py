@@ -22,7 +22,7 @@ from tfm.data.tokenizer import PAD_ID
 from tfm.device import autocast
 from tfm.loss import projected_loss_sum
 from tfm.recipe.ladder import Shape
-from tfm.transformer import ModelArgs, Transformer, build_model, greedy_decode
+from tfm.transformer import Transformer, build_model, greedy_decode
 
 UNTIMED_STEPS = 2  # first: allocations and first-call costs
 TIMED_STEPS = 5  # the fastest of these is the step's time: a busy moment only slows a step
@@ -63,18 +63,7 @@ class Calibration:
 
     def _model(self, shape: Shape) -> Transformer:
         torch.manual_seed(0)
-        args = ModelArgs(
-            src_vocab_size=self.vocab_size,
-            tgt_vocab_size=self.vocab_size,
-            share_embeddings=True,
-            max_len=self.max_len,
-            pad_id=PAD_ID,
-            d_model=shape.d_model,
-            n_heads=shape.n_heads,
-            n_encoder_layers=shape.n_encoder_layers,
-            n_decoder_layers=shape.n_decoder_layers,
-            d_ff=shape.d_ff,
-        )
+        args = shape.model_args(vocab_size=self.vocab_size, max_len=self.max_len)
         return build_model(args).to(self.device)
 
     def _time_steps(self, shape: Shape, max_tokens: int) -> float:

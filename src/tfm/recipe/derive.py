@@ -14,8 +14,8 @@ The rules, in the order they are applied:
 - batch: the nearest power of two to 1/64 of an epoch's batch tokens, so that an epoch has
   about 64 steps or more, in [1024, 4096] on a CPU, [2048, 16384] on a GPU;
 - model: the largest rung of the ladder (`ladder.py`) that the corpus has enough target tokens
-  for and, under a time budget, that trains at least `min_epochs` in it; each smaller rung is
-  timed in turn until one does;
+  for, whose training fits in the device's memory and, under a time budget, that trains at
+  least `min_epochs` in it; each smaller rung is timed in turn until one does;
 - length: the steps the budget gives (max_steps; max_epochs; or max_minutes at the timed speed,
   less validation, with a margin); without any budget, `default_epochs` epochs;
 - dropout 0.1 for corpora trained for few epochs, 0.2 or 0.3 the more epochs they get; label
@@ -154,16 +154,22 @@ def derive(
     minutes: float | None,
     clock: Clock | None,
     bleu_ready: bool = True,
+    fits: Callable[[Shape, int], bool] | None = None,
 ) -> None:
     """Apply the rules (module docstring) to every recipe key `settings` does not give, after
     the vocabulary (derived before BPE; see `plan.py`). `clock` times steps under a time
     budget (`minutes`), and is None without one; `bleu_ready` says whether sacreBLEU's
-    tokenizer for the target language is installed."""
+    tokenizer for the target language is installed; `fits(shape, max_tokens)` whether training a
+    shape fits in the device's memory (a rung that does not is never chosen)."""
     max_tokens = settings.get("train", "max_tokens") or batch_tokens(tokens, gpu=gpu)
     settings.set("train", "max_tokens", max_tokens)
     max_tokens = settings.get("train", "max_tokens")
     per_epoch = max(batches_per_epoch(max_tokens), 1)
-    shape, steps, length = _shape_and_length(settings, tokens, per_epoch, minutes, clock)
+    top = largest_for(tokens.tgt_tokens)
+    while top > 0 and fits is not None and not fits(LADDER[top], max_tokens):
+        settings.lines.append(f"model {LADDER[top].name} left out: it does not fit in memory")
+        top -= 1
+    shape, steps, length = _shape_and_length(settings, tokens, per_epoch, minutes, clock, top)
     for key, value in shape.keys().items():
         settings.set("model", key, value)
     epochs = steps / per_epoch
@@ -209,13 +215,13 @@ def _shape_and_length(
     per_epoch: int,
     minutes: float | None,
     clock: Clock | None,
+    top: int,
 ) -> tuple[Shape, int, str]:
     """The model's shape and the planned steps, with the budget they came from. A step or epoch
     budget the config gives is the length (a time limit beside it stays a limit); a time budget
     alone is divided by the timed step."""
     t = settings.given.get("train", {})
     max_tokens = settings.get("train", "max_tokens")
-    top = largest_for(tokens.tgt_tokens)
     counted = [n for n in (t.get("max_steps"), _epoch_steps(t.get("max_epochs"), per_epoch)) if n]
     shape, timed, seconds = shape_of(settings, LADDER[top]), None, 0.0
     if minutes is not None and clock is not None and shape.name != "given":

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tfm.data.tokenizer import PAD_ID
+from tfm.transformer import ModelArgs
+
 TOKENS_PER_WEIGHT = 0.05  # a rung needs 1 target token per 20 weights outside the embeddings
 
 
@@ -41,6 +44,21 @@ class Shape:
         return (
             f"{self.name} (d_model {self.d_model}, {self.n_heads} heads, "
             f"{self.n_encoder_layers}+{self.n_decoder_layers} layers, d_ff {self.d_ff})"
+        )
+
+    def model_args(self, *, vocab_size: int, max_len: int) -> ModelArgs:
+        """The model of this shape with one shared vocabulary of `vocab_size` tokens."""
+        return ModelArgs(
+            src_vocab_size=vocab_size,
+            tgt_vocab_size=vocab_size,
+            share_embeddings=True,
+            max_len=max_len,
+            pad_id=PAD_ID,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_encoder_layers=self.n_encoder_layers,
+            n_decoder_layers=self.n_decoder_layers,
+            d_ff=self.d_ff,
         )
 
     def keys(self) -> dict[str, int]:

@@ -34,6 +34,8 @@ from tfm.recipe.calibration import Calibration
 from tfm.recipe.checks import check_settings, check_texts
 from tfm.recipe.derive import Settings, derive, vocab_size
 from tfm.recipe.fingerprint import TextFigures, TokenFigures, measure_texts, measure_tokens
+from tfm.recipe.ladder import Shape
+from tfm.recipe.memory import available_bytes, estimate_training_bytes
 from tfm.threads import use_threads
 
 log = logging.getLogger(__name__)
@@ -122,12 +124,26 @@ def plan_run(
             minutes=config.train.max_minutes,
             clock=_clock(sized, train, device, dtype) if config.train.max_minutes else None,
             bleu_ready=bleu_tokenizer_for(config.data.tgt_lang)[1],
+            fits=_fits(sized, device),
         )
         plan.lines += settings.lines
         plan.steps = settings.steps
         plan.lines.append(_derived_line(settings))
         plan.warnings += settings.warnings
     return with_values(config, settings.derived), plan
+
+
+def _fits(config: Config, device: torch.device) -> Callable[[Shape, int], bool]:
+    """Whether training a shape with batches of `max_tokens` fits in `device`'s available memory
+    (`memory.py`); always, where that is unknown."""
+    available = available_bytes(device)
+    vocab = config.tokenizer.vocab_size
+
+    def fits(shape: Shape, max_tokens: int) -> bool:
+        args = shape.model_args(vocab_size=vocab, max_len=config.model.max_len)
+        return available is None or estimate_training_bytes(args, max_tokens) <= available
+
+    return fits
 
 
 def _measure_texts(config: Config) -> TextFigures:

@@ -22,6 +22,7 @@ from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, precision_name, select_device, training_precision
 from tfm.errors import TrainingError, UsageError
+from tfm.recipe.memory import check_fits
 from tfm.recipe.plan import plan_run, with_stored_plan
 from tfm.rundir.checkpoint import NonFiniteStateError
 from tfm.rundir.manifest import TOKENIZER_FILE, check_manifest, record_manifest
@@ -30,7 +31,6 @@ from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.threads import use_threads
-from tfm.training.memory import check_fits
 from tfm.training.resume_policy import (
     OPTIMIZER_KEYS,
     RunIdentity,
