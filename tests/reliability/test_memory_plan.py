@@ -5,12 +5,12 @@ import pytest
 from attack_helpers import error_line, invoke
 from builders import tiny_config_file
 
+from tfm.recipe import memory
 from tfm.recipe.memory import (
     STATE_BYTES_PER_PARAMETER,
     estimate_training_bytes,
     estimate_training_memory,
 )
-from tfm.recipe import memory
 from tfm.transformer import ModelArgs, build_model
 
 HUGE = ("model.d_model=8192", "model.d_ff=65536", "model.n_encoder_layers=24")
