@@ -8,8 +8,8 @@ import logging
 import pytest
 import sacrebleu
 
-from tfm import evaluation
-from tfm.evaluation import bleu_tokenizer_for, score_translations
+from tfm.prediction import scoring as evaluation
+from tfm.prediction.scoring import bleu_tokenizer_for, score_translations
 
 JA_REFS = ["彼は新しい車を買った。", "私は緑茶がとても好きです。", "駅はどこですか。"]
 JA_HYPS = ["彼は新車を買った。", "私は緑茶が大好きです。", "駅はどこですか。"]
@@ -63,7 +63,7 @@ def test_chinese_bleu_is_scored_on_characters():
 
 def test_a_missing_tokenizer_scores_13a_warns_once_and_heads_with_chrf(monkeypatch, caplog):
     hide(monkeypatch, "MeCab")
-    with caplog.at_level(logging.WARNING, logger="tfm.evaluation"):
+    with caplog.at_level(logging.WARNING, logger="tfm.prediction.scoring"):
         first = score_translations(JA_HYPS, JA_REFS, tgt_lang="ja")
         second = score_translations(JA_HYPS, JA_REFS, tgt_lang="ja")
     assert first == second and first["headline"] == "chrf"

@@ -12,7 +12,7 @@ from pydantic import Field
 
 import tfm
 from tfm.config import Config, DecodingConfig, ModelConfig, TrainConfig
-from tfm.config_reference import COMMAND, config_keys, render, sections
+from tfm.config.reference import COMMAND, config_keys, render, sections
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -68,7 +68,7 @@ def test_a_changed_field_makes_the_reference_stale(schema, row):
 def test_command_prints_the_reference():
     env = {**os.environ, "PYTHONPATH": str(Path(tfm.__file__).parents[1])}
     result = subprocess.run(
-        [sys.executable, "-m", "tfm.config_reference"], capture_output=True, env=env, check=True
+        [sys.executable, "-m", "tfm.config.reference"], capture_output=True, env=env, check=True
     )
     assert result.stdout.decode("utf-8") == render()
 

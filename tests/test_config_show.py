@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.config import Config, load_config, read_yaml
-from tfm.config_reference import config_keys
-from tfm.config_show import changed_keys, yaml_value
+from tfm.config.reference import config_keys
+from tfm.config.show import changed_keys, yaml_value
 
 TOY = str(Path(__file__).resolve().parents[1] / "configs" / "toy.yaml")
 

@@ -7,7 +7,9 @@ import logging
 import pytest
 from builders import tiny_config
 
-from tfm.diagnostics import (
+from tfm.rundir.metrics import read_metrics
+from tfm.training import train, validation
+from tfm.training.diagnostics import (
     Finding,
     degenerate_warnings,
     has_loop,
@@ -16,8 +18,6 @@ from tfm.diagnostics import (
     repetition_warning,
     unusable_model,
 )
-from tfm.rundir.metrics import read_metrics
-from tfm.training import train, validation
 
 HEALTHY = [f"der Hund sieht {n} Katzen ." for n in range(18)] + ["ja .", "ja ."]
 

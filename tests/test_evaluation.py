@@ -7,9 +7,9 @@ import random
 import pytest
 import sacrebleu
 
-from tfm import evaluation
-from tfm.data.toy import generate
-from tfm.evaluation import score_translations
+from tfm.data.toy.generator import generate
+from tfm.prediction import scoring as evaluation
+from tfm.prediction.scoring import score_translations
 
 REFS = [
     "Zwei junge Männer stehen vor einem roten Haus.",

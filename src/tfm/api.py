@@ -45,11 +45,11 @@ from tfm.data.tokenizer import (
     untrained,
     wants_byte_fallback,
 )
-from tfm.data.toy import generate as generate_toy_corpus
+from tfm.data.toy.generator import generate as generate_toy_corpus
 from tfm.deploy import export_run
-from tfm.evaluation import score_translations
 from tfm.loss import projected_loss_sum
 from tfm.prediction.likelihood import teacher_forced_loss
+from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
 from tfm.prediction.translate import translate_ids
 from tfm.prediction.translator import open_translator

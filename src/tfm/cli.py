@@ -507,7 +507,7 @@ def config_show(
 
         shown = show_planned(path, overrides or [], comments=comments)
     else:
-        from tfm.config_show import show_config
+        from tfm.config.show import show_config
 
         shown = show_config(path, overrides or [], defaults=defaults, comments=comments)
     typer.echo(shown, nl=False)

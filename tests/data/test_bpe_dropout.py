@@ -16,7 +16,7 @@ from tfm.data.bpe_dropout import BpeDropout, DropoutSegmenter
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import prepare_splits
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, train_tokenizer
-from tfm.data.toy import generate
+from tfm.data.toy.generator import generate
 from tfm.errors import ConfigError
 from tfm.training import train
 from tfm.training.session import open_session

@@ -10,8 +10,8 @@ import pytest
 from tokenizers import AddedToken, models, pre_tokenizers
 from tokenizers import Tokenizer as HfTokenizer
 
-from tfm.data import bulk_encoding
-from tfm.data.bulk_encoding import (
+from tfm.data.cache import bulk_encoding
+from tfm.data.cache.bulk_encoding import (
     ALONE,
     DIGIT,
     OTHER_SPACES,
@@ -23,7 +23,7 @@ from tfm.data.bulk_encoding import (
     needs_normalizing,
 )
 from tfm.data.tokenizer import train_tokenizer
-from tfm.data.toy import generate
+from tfm.data.toy.generator import generate
 
 MESSY = [
     "der  Hund",  # two spaces

@@ -1,4 +1,5 @@
-"""The data cache (`tfm.data.cache`, `tfm.data.store`): prepared once per content and settings,
+"""The data cache (`tfm.data.cache.prepared_cache`, `tfm.data.cache.entry_writer`): prepared
+once per content and settings,
 the same ids, texts, batches and losses as the in-memory pipeline, a seeded BPE sample, a clear
 error when the disk is too small, and processes that wait for the one preparing."""
 
@@ -12,10 +13,12 @@ import torch
 from builders import tiny_config
 
 from tfm.config import load_config
-from tfm.data import bulk_encoding, cache, store
 from tfm.data.batching import TokenBatchSampler, collate
-from tfm.data.cache import prepared_entry, training_splits
-from tfm.data.cache_key import cache_key
+from tfm.data.cache import bulk_encoding
+from tfm.data.cache import entry_writer as store
+from tfm.data.cache import prepared_cache as cache
+from tfm.data.cache.cache_key import cache_key
+from tfm.data.cache.prepared_cache import prepared_entry, training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText

@@ -183,7 +183,7 @@ def test_hub_unreachable_suggests_a_local_format(monkeypatch):
 
 @pytest.fixture
 def fake_toy(monkeypatch):
-    """tfm.data.toy stand-in: pairs are (english, german); counts its calls."""
+    """tfm.data.toy.generator stand-in: pairs are (english, german); counts its calls."""
     calls = []
 
     def generate(*, n_train, n_validation, n_test, seed):
@@ -192,7 +192,7 @@ def fake_toy(monkeypatch):
         return {s: [(f"{s} {i} en", f"{s} {i} de") for i in range(n)] for s, n in sizes.items()}
 
     module = types.SimpleNamespace(generate=generate)
-    monkeypatch.setitem(sys.modules, "tfm.data.toy", module)
+    monkeypatch.setitem(sys.modules, "tfm.data.toy.generator", module)
     monkeypatch.setattr(tfm.data, "toy", module, raising=False)
     corpus._toy_corpus.cache_clear()
     yield calls
@@ -215,7 +215,9 @@ def test_toy_needs_english_and_german(fake_toy):
 
 
 def test_real_toy_corpus_swaps_direction():
-    pytest.importorskip("tfm.data.toy", reason="tfm.data.toy has not landed yet")
+    pytest.importorskip(
+        "tfm.data.toy.generator", reason="tfm.data.toy.generator has not landed yet"
+    )
     corpus._toy_corpus.cache_clear()
     toy = ToyConfig(n_train=20, n_validation=5, n_test=5, seed=1)
     en_de, report = load("validation", src_lang="en", tgt_lang="de", toy=toy, format="toy")

@@ -1,5 +1,5 @@
-"""Encoding on every core (`tfm.data.parallel_encoding`): worker processes write the very entry
-one process writes, and end with the parent, whether it stops reading or is killed."""
+"""Encoding on every core (`tfm.data.cache.parallel_encoding`): worker processes write the very
+entry one process writes, and end with the parent, whether it stops reading or is killed."""
 
 import multiprocessing
 import subprocess
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from test_cache import config_for, write_corpus
 
-from tfm.data import parallel_encoding
-from tfm.data.cache import prepared_entry
-from tfm.data.parallel_encoding import Encoding, workers_for
+from tfm.data.cache import parallel_encoding
+from tfm.data.cache.parallel_encoding import Encoding, workers_for
+from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.tokenizer import Tokenizer
 
 FILES = ["src.ids", "src.ids-offsets.npy", "tgt.ids", "tgt.ids-offsets.npy"]
@@ -26,7 +26,7 @@ def test_worker_processes_write_the_entry_one_process_writes(tmp_path, monkeypat
     monkeypatch.setattr(parallel_encoding, "MAX_WORKERS", 2)
     monkeypatch.setattr(parallel_encoding.os, "sched_getaffinity", lambda pid: {0, 1})
     assert workers_for(99) == 1 and workers_for(501) == 2
-    monkeypatch.setattr("tfm.data.store.CHUNK", 64)  # 8 chunks a side, in 2 processes
+    monkeypatch.setattr("tfm.data.cache.entry_writer.CHUNK", 64)  # 8 chunks a side, in 2 processes
     pooled = prepared_entry(config_for(tmp_path / "two", prefix))
     assert alone.path != pooled.path
     for name in FILES:
@@ -49,7 +49,7 @@ def test_a_parent_that_stops_reading_stops_its_workers(tmp_path):
 KILLED_PARENT = """
 import multiprocessing, sys, time
 from pathlib import Path
-from tfm.data.parallel_encoding import Encoding
+from tfm.data.cache.parallel_encoding import Encoding
 from tfm.data.tokenizer import Tokenizer
 models = dict(zip(("src", "tgt"), Tokenizer.load(Path(sys.argv[1])).bpe_models))
 with Encoding(models, Path(sys.argv[1]), workers=2) as encoding:

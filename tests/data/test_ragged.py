@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tfm.data.batching import TokenBatchSampler
+from tfm.data.cache.entry_writer import frame
 from tfm.data.ragged import Joined, RaggedIds, RaggedText, Reframed, id_dtype, lengths_of
-from tfm.data.store import frame
 
 ROWS = [[5, 6, 2], [2], [9, 8, 7, 6, 2], [4, 2]]
 

@@ -85,7 +85,7 @@ def test_first_lines_skip_the_pairs_dropped_before():
 
 
 def test_training_through_the_data_cache_reports_the_same_on_every_run(tmp_path, caplog):
-    from tfm.data.cache import training_splits
+    from tfm.data.cache.prepared_cache import training_splits
 
     lines = [*GOOD]
     lines[2] = "the\x00dog\tder Hund"

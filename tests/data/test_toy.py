@@ -7,8 +7,9 @@ import re
 import pytest
 from toy_parser import parse, translate
 
-from tfm.data import toy, toy_lexicon
-from tfm.data.toy import generate
+from tfm.data.toy import generator as toy
+from tfm.data.toy import lexicon as toy_lexicon
+from tfm.data.toy.generator import generate
 
 # (rule, English, German): each rule of the toy grammar on a sentence a German speaker can check.
 GRAMMAR = [

@@ -4,8 +4,8 @@ pair's German. Both ignore the case of their input and one final full stop."""
 
 from typing import NoReturn
 
-from tfm.data import toy_lexicon as lex
-from tfm.data.toy_grammar import (
+from tfm.data.toy import lexicon as lex
+from tfm.data.toy.grammar import (
     Clause,
     NounPhrase,
     Phrase,

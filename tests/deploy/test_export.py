@@ -10,7 +10,7 @@ import pytest
 
 from tfm.data.pipeline import load_texts
 from tfm.errors import CheckpointError, UsageError
-from tfm.evaluation import score_translations
+from tfm.prediction.scoring import score_translations
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
 from tfm.rundir.manifest import record_manifest
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from attention_model import MODEL_ARGS, SENTENCE
 
-from tfm.prediction.attention import sentence_attention
+from tfm.prediction.attention_weights import sentence_attention
 from tfm.transformer import MultiHeadAttention, greedy_decode
 
 

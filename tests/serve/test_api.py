@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from http_client import call, served
 
-from tfm.prediction.attention import KINDS, sentence_attention
+from tfm.prediction.attention_weights import KINDS, sentence_attention
 from tfm.serve.app import create_app
 from tfm.serve.request_limits import ServeLimits
 

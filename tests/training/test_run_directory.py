@@ -10,7 +10,7 @@ from tfm.errors import UsageError
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore
 from tfm.training import StopFlag, train
-from tfm.training.run_directory import check_run_dir, finished_run
+from tfm.training.run_preparation import check_run_dir, finished_run
 
 
 def test_a_run_validated_at_its_last_step_is_finished_by_its_epochs(tmp_path):

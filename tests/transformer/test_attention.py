@@ -7,7 +7,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformer_helpers import copy_attention, randomize
 
 from tfm.transformer import MultiHeadAttention, scaled_dot_product_attention
-from tfm.transformer.attention import causal_mask
+from tfm.transformer.multihead_attention import causal_mask
 
 B, H, D = 3, 4, 32
 

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from tfm.cli import app
 from tfm.config import load_config, to_yaml
 from tfm.errors import UsageError
-from tfm.prediction.attention import sentence_attention
+from tfm.prediction.attention_weights import sentence_attention
 from tfm.rundir.model_file import save_model
 from tfm.visual import curves, positional
-from tfm.visual.attention import attention_layout
+from tfm.visual.attention_map import attention_layout
 from tfm.visual.figure import DPI
 
 DECODING = {"max_len_a": 0.5, "max_len_b": 2}  # short translations: few labels to draw

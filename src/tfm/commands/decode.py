@@ -13,7 +13,7 @@ from tfm.commands.input import line_chunks, read_aligned
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import EncodedSplit, encode_split, prepare_splits
 from tfm.errors import UsageError
-from tfm.prediction.evaluate import evaluate_chunks
+from tfm.prediction.split_evaluation import evaluate_chunks
 from tfm.prediction.translator import Translator
 from tfm.rundir.metrics import json_safe
 

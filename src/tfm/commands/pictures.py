@@ -9,12 +9,12 @@ import torch
 
 from tfm.config import load_config
 from tfm.errors import UsageError
-from tfm.prediction.attention import check_kind, sentence_attention
+from tfm.prediction.attention_weights import check_kind, sentence_attention
 from tfm.prediction.opening import load_run
 from tfm.rundir.manifest import check_manifest
 from tfm.rundir.metrics import read_metrics
 from tfm.rundir.paths import RunPaths, find_run
-from tfm.visual.attention import draw_attention
+from tfm.visual.attention_map import draw_attention
 from tfm.visual.curves import FILE_NAME as CURVES_FILE
 from tfm.visual.curves import draw_training_curves
 from tfm.visual.figure import check_output_path

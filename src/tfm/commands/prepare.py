@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tfm.config import load_config
-from tfm.data.cache import prepared_entry
+from tfm.data.cache.prepared_cache import prepared_entry
 
 
 def prepare_corpus(config: Path, *, overrides: Sequence[str] = ()) -> Path:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
-from tfm.evaluation import score_translations
 from tfm.prediction.opening import TorchTranslator, open_torch
 from tfm.prediction.reranking import Reranker
+from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeRequest
 from tfm.prediction.translate import split_nbest
 

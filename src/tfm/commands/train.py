@@ -20,13 +20,13 @@ from pathlib import Path
 
 from tfm.config import Config, load_config
 from tfm.device import check_device_name
-from tfm.diagnostics import unusable_model
 from tfm.errors import TrainingError, UsageError
 from tfm.rundir.paths import check_path_length
 from tfm.training import StopFlag, TrainResult, train
+from tfm.training.diagnostics import unusable_model
 from tfm.training.distributed import from_environment
-from tfm.training.run_directory import finished_run
 from tfm.training.run_log import collect_run_log
+from tfm.training.run_preparation import finished_run
 
 log = logging.getLogger(__name__)
 

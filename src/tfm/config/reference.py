@@ -1,6 +1,6 @@
-"""The configuration reference, docs/configuration.md, generated from the schema in config.py.
+"""The configuration reference, docs/configuration.md, generated from the schema (config/schema.py).
 
-    python -m tfm.config_reference > docs/configuration.md
+    python -m tfm.config.reference > docs/configuration.md
 
 `config_keys` lists every key with its type, default, allowed values and description, read from
 the pydantic fields of `Config`; `render` writes them as Markdown, one table per section. A
@@ -25,7 +25,7 @@ from tfm.config import RECIPE_KEYS, SPLITS, Config
 
 _RECIPE = {f"{section}.{key}" for section, keys in RECIPE_KEYS.items() for key in keys}
 
-COMMAND = "python -m tfm.config_reference > docs/configuration.md"
+COMMAND = "python -m tfm.config.reference > docs/configuration.md"
 
 _BOUNDS = (
     (annotated_types.Gt, "gt", ">"),
@@ -183,8 +183,8 @@ def render(root: type[BaseModel] = Config) -> str:
     lines = [
         "# Configuration reference",
         "",
-        f"Generated from the schema in `src/tfm/config.py`; do not edit by hand. Regenerate with "
-        f"`{COMMAND}`.",
+        "Generated from the schema in `src/tfm/config/schema.py`; do not edit by hand. "
+        f"Regenerate with `{COMMAND}`.",
         "",
         "A config file is YAML with the sections below and sets only what differs from the "
         "defaults. One key can be set on the command line too: `tfm train --config FILE --set "

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from tfm.config import SPLITS, Config
-from tfm.data.cache import prepared_entry
+from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.pipeline import load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer

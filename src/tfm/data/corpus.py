@@ -291,7 +291,7 @@ def _from_dataset(
 @functools.lru_cache(maxsize=4)
 def _toy_corpus(n_train: int, n_validation: int, n_test: int, seed: int) -> dict:
     """All three toy splits come from one `generate` call, made once per sizes and seed."""
-    from tfm.data import toy  # here, not at the top: only the toy format needs it
+    from tfm.data.toy import generator as toy  # here, not at the top: only the toy format needs it
 
     return toy.generate(n_train=n_train, n_validation=n_validation, n_test=n_test, seed=seed)
 

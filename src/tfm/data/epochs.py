@@ -143,7 +143,8 @@ class EpochPlan:
     def fingerprint(self) -> str:
         """What identifies the training pairs every epoch is built from (their ids, in order):
         a resumed run must train on the same ones. Checkpoints written before the data cache
-        (`tfm.data.cache`) store this; newer ones store the cache entry's, which is cheaper."""
+        (`tfm.data.cache.prepared_cache`) store this; newer ones store the cache entry's, which is
+        cheaper."""
         digest = hashlib.sha256()
         for src, tgt in zip(self.split.src, self.split.tgt, strict=True):
             digest.update(json.dumps([src, tgt]).encode())

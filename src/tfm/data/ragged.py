@@ -3,9 +3,9 @@
 `RaggedIds` holds the framed token ids of every pair of a split as one flat integer array (the
 smallest unsigned type that holds the vocabulary, see `id_dtype`) and an offsets array: row i is
 `values[offsets[i]:offsets[i + 1]]`. Both are usually memory-mapped files of the data cache
-(`tfm.data.cache`), so a corpus costs memory only for the pages a batch touches. `RaggedText`
-does the same for sentences, as UTF-8 bytes. An optional `selection` picks and orders rows (the
-pairs kept after length filtering) without copying.
+(`tfm.data.cache.prepared_cache`), so a corpus costs memory only for the pages a batch touches.
+`RaggedText` does the same for sentences, as UTF-8 bytes. An optional `selection` picks and orders
+rows (the pairs kept after length filtering) without copying.
 
 They stand in for `list[list[int]]` and `list[str]`: `len(x)`, `x[i]` (a new list of ints, or a
 str), iteration, slices (as lists) and `==` against any sequence behave as on lists, and

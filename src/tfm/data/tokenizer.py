@@ -156,7 +156,8 @@ def train_tokenizer(
     """Train BPE on the training split; deterministic for the same texts and settings.
 
     `alphabets` ({"src": chars, "tgt": chars}) adds characters to each vocabulary that the texts
-    may lack: those of a whole corpus when BPE learns from a sample of it (`tfm.data.store`).
+    may lack: those of a whole corpus when BPE learns from a sample of it
+    (`tfm.data.cache.entry_writer`).
     `byte_fallback` None decides it per vocabulary by `wants_byte_fallback`.
     `progress` shows the `tokenizers` trainer's own progress bars on stderr.
     """

@@ -3,7 +3,7 @@
 Needs the optional `ctranslate2` package: `pip install 'tfm[deploy]'`; without it these functions
 raise a UsageError saying so."""
 
-from tfm.deploy.decoding import ExportedModel, open_export, translate_nbest_ids
+from tfm.deploy.ct2_decoding import ExportedModel, open_export, translate_nbest_ids
 from tfm.deploy.export import ExportInfo, export_run, is_export, read_export_info
 
 __all__ = [

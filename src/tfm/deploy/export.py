@@ -107,7 +107,7 @@ def export_run(
     check_compute_type(compute_type(quantization), device)
     out = Path(out_dir)
     _check_target(out, overwrite=overwrite)
-    # Here, not at the top: translating with an export (tfm.deploy.decoding) needs no torch.
+    # Here, not at the top: translating with an export (tfm.deploy.ct2_decoding) needs no torch.
     import torch
 
     from tfm.deploy.convert import TfmConverter, check_representable

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tfm.deploy.decoding import ExportedModel, open_export, translate_nbest_ids
+from tfm.deploy.ct2_decoding import ExportedModel, open_export, translate_nbest_ids
 from tfm.deploy.export import require_ctranslate2
 from tfm.errors import UsageError
 from tfm.prediction.line_search import Found, LineTranslator

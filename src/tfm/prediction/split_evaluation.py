@@ -1,5 +1,5 @@
 """Decode a split and score it: teacher-forced loss and perplexity, then the translation scores
-of `tfm.evaluation` (sacreBLEU cased and lowercased, chrF, exact match, lengths)."""
+of `tfm.prediction.scoring` (sacreBLEU cased and lowercased, chrF, exact match, lengths)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable
 
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
-from tfm.evaluation import score_translations
 from tfm.prediction.ensemble import Model
 from tfm.prediction.likelihood import teacher_forced_nll
+from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.translate import translate_ids
 from tfm.prediction.translator import Translator
@@ -26,7 +26,7 @@ def evaluate_split(
     tgt_lang: str | None,
 ) -> tuple[dict, list[str]]:
     """Loss, perplexity and translation scores of a split by a model being trained (BLEU
-    tokenized for `tgt_lang`: `tfm.evaluation.bleu_tokenizer_for`); also returns the
+    tokenized for `tgt_lang`: `tfm.prediction.scoring.bleu_tokenizer_for`); also returns the
     hypotheses. `decode_seconds` is the time the search took (loss and scoring left out),
     `sentences_per_second` its rate."""
 

@@ -21,15 +21,15 @@ from functools import cache
 import torch
 
 from tfm.config import RECIPE_KEYS, Config, load_config
-from tfm.config_show import render_yaml
+from tfm.config.show import render_yaml
 from tfm.data.batching import TokenBatchSampler
-from tfm.data.cache import prepared_entry
+from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.pipeline import EncodedSplit, load_texts, prepare_splits
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import resolve_precision, select_device
 from tfm.errors import ConfigError
-from tfm.evaluation import bleu_tokenizer_for
+from tfm.prediction.scoring import bleu_tokenizer_for
 from tfm.recipe.calibration import Calibration
 from tfm.recipe.checks import check_settings, check_texts
 from tfm.recipe.derive import Settings, derive, vocab_size

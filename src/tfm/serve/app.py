@@ -148,7 +148,7 @@ def _options(body: TranslateBody, translator: Translator) -> Options:
 
 def _attention_task(trained: Any, translator: Translator, sentence: str) -> Any:
     def task() -> dict:
-        from tfm.prediction.attention import attention_views
+        from tfm.prediction.attention_weights import attention_views
 
         settings = translator.settings
         views = attention_views(

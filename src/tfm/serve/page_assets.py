@@ -33,7 +33,7 @@ def colour_script() -> str:
     import matplotlib
     from matplotlib.colors import to_hex
 
-    from tfm.visual.attention import COLORMAP, GAMMA, MASKED_COLOUR
+    from tfm.visual.attention_map import COLORMAP, GAMMA, MASKED_COLOUR
 
     cmap = matplotlib.colormaps[COLORMAP].resampled(256)
     table = [to_hex(cmap(i)) for i in range(256)]

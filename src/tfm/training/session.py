@@ -1,6 +1,6 @@
 """A training session: the run's data, model, optimizer and progress, and their saving and
 restoring. `open_session` builds one for a new run or a resumed one; the resume policy
-(`resume_policy`), the run directory (`run_directory`), validation (`validation`) and the step
+(`resume_policy`), the run directory (`run_preparation`), validation (`validation`) and the step
 (`step`) live beside it.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from tfm.config import Config, load_config, without_removed_keys
-from tfm.data.cache import training_splits
+from tfm.data.cache.prepared_cache import training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import PAD_ID, Tokenizer
@@ -37,8 +37,8 @@ from tfm.training.resume_policy import (
     judge_resume,
     optimizer_changes,
 )
-from tfm.training.run_directory import check_run_dir, create_run_dir, record_opened_run
 from tfm.training.run_log import start_run_log
+from tfm.training.run_preparation import check_run_dir, create_run_dir, record_opened_run
 from tfm.training.schedule import build_optimizer
 from tfm.training.start_log import log_start
 from tfm.training.state import Progress, UnreadSteps, restore_rng_state, rng_state

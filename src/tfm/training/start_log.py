@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from tfm.config import Config
-from tfm.config_show import changed_keys
+from tfm.config.show import changed_keys
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
 

@@ -15,12 +15,6 @@ as in §6.1, over any `Decodable`).
 """
 
 from tfm.transformer.args import ModelArgs
-from tfm.transformer.attention import (
-    KeyValue,
-    KeyValueCache,
-    MultiHeadAttention,
-    scaled_dot_product_attention,
-)
 from tfm.transformer.decoding import (
     Decodable,
     DecodeResult,
@@ -34,6 +28,12 @@ from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinuso
 from tfm.transformer.feed_forward import PositionwiseFeedForward
 from tfm.transformer.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer
 from tfm.transformer.model import Transformer, build_model
+from tfm.transformer.multihead_attention import (
+    KeyValue,
+    KeyValueCache,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
 
 __all__ = [
     "Decodable",

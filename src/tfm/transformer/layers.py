@@ -15,9 +15,9 @@ from typing import NamedTuple, cast
 from torch import Tensor, nn
 
 from tfm.transformer.args import ModelArgs
-from tfm.transformer.attention import KeyValue, KeyValueCache, MultiHeadAttention
 from tfm.transformer.dropout import Dropout
 from tfm.transformer.feed_forward import PositionwiseFeedForward
+from tfm.transformer.multihead_attention import KeyValue, KeyValueCache, MultiHeadAttention
 
 NORM_POSITIONS = ("post", "pre")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfm.errors import UsageError
-from tfm.prediction.attention import AttentionView
+from tfm.prediction.attention_weights import AttentionView
 from tfm.visual.figure import new_figure, save_figure
 
 TITLES = {

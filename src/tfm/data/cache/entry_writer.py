@@ -1,4 +1,5 @@
-"""Writing one data-cache entry (`tfm.data.cache`) in bounded memory, whatever the corpus size.
+"""Writing one data-cache entry (`tfm.data.cache.prepared_cache`) in bounded memory, whatever
+the corpus size.
 
 1. Read: the training split is streamed (`corpus.stream_split`), cleaned, and its sentences are
    appended to `{src,tgt}.text` chunk by chunk; the characters seen are collected on the way.
@@ -33,11 +34,11 @@ import numpy as np
 from tqdm import tqdm
 
 from tfm.config import Config, TokenizerConfig
-from tfm.data.bulk_encoding import characters
-from tfm.data.cache_key import SIDES, VERSION, CacheKey
+from tfm.data.cache.bulk_encoding import characters
+from tfm.data.cache.cache_key import SIDES, VERSION, CacheKey
+from tfm.data.cache.parallel_encoding import Encoding, workers_for
 from tfm.data.corpus import LoadReport, stream_split
 from tfm.data.interruptible import interruptibly
-from tfm.data.parallel_encoding import Encoding, workers_for
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer, train_tokenizer
 from tfm.errors import DataError

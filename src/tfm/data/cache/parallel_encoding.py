@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer as HfTokenizer
 
-from tfm.data.bulk_encoding import BulkEncoder
+from tfm.data.cache.bulk_encoding import BulkEncoder
 from tfm.data.ragged import RaggedText
 
 PARALLEL_ROWS = 100_000  # sentences a side from which worker processes pay for their start

@@ -33,12 +33,12 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from tfm.config import Config
-from tfm.data.cache_key import SIDES, VERSION, CacheKey, cache_key
+from tfm.data.cache.cache_key import SIDES, VERSION, CacheKey, cache_key
+from tfm.data.cache.entry_writer import changed_files, write_entry
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
 from tfm.data.screening import SHOWN, report_characters
-from tfm.data.store import changed_files, write_entry
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import DataError
 

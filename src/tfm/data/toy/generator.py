@@ -23,8 +23,8 @@ The same English sentence always has the same German one, so a perfect model exi
 import itertools
 import random
 
-from tfm.data.toy_grammar import render_english, render_german
-from tfm.data.toy_sampler import draw_sentence
+from tfm.data.toy.grammar import render_english, render_german
+from tfm.data.toy.sampler import draw_sentence
 
 MAX_WORDS = 14  # longer draws are redrawn, so a small model sees short sentences
 

@@ -1,10 +1,10 @@
 """The toy grammar's sentence structure (`Sentence`, `Clause`, phrases) and how a sentence is
-written in English and in German; the rules are described in `tfm.data.toy`."""
+written in English and in German; the rules are described in `tfm.data.toy.generator`."""
 
 from dataclasses import dataclass, replace
 from typing import cast
 
-from tfm.data import toy_lexicon as lex
+from tfm.data.toy import lexicon as lex
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ import functools
 import itertools
 import random
 
-from tfm.data import toy_lexicon as lex
-from tfm.data.toy_grammar import Clause, NounPhrase, Phrase, PrepositionalPhrase, Pronoun, Sentence
+from tfm.data.toy import lexicon as lex
+from tfm.data.toy.grammar import Clause, NounPhrase, Phrase, PrepositionalPhrase, Pronoun, Sentence
 
 # The weights keep every construction frequent: in 20,000 sentences each one appears hundreds of
 # times (tests/data/test_toy.py counts them).

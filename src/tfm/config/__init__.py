@@ -1,0 +1,42 @@
+"""The configuration: the schema, read and checked once, then passed down as a `Config`.
+
+Modules: schema (the pydantic models, their defaults and descriptions), show (`tfm config show`)
+and reference (docs/configuration.md generated from the schema). The names callers need are
+imported here: `from tfm.config import Config, load_config`.
+"""
+
+from tfm.config.schema import (
+    RECIPE_KEYS,
+    SPLITS,
+    Config,
+    DataConfig,
+    DecodingConfig,
+    ModelConfig,
+    SourceConfig,
+    TokenizerConfig,
+    ToyConfig,
+    TrainConfig,
+    load_config,
+    read_yaml,
+    removed_settings,
+    to_yaml,
+    without_removed_keys,
+)
+
+__all__ = [
+    "RECIPE_KEYS",
+    "SPLITS",
+    "Config",
+    "DataConfig",
+    "DecodingConfig",
+    "ModelConfig",
+    "SourceConfig",
+    "TokenizerConfig",
+    "ToyConfig",
+    "TrainConfig",
+    "load_config",
+    "read_yaml",
+    "removed_settings",
+    "to_yaml",
+    "without_removed_keys",
+]
