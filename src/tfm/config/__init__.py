@@ -1,10 +1,13 @@
 """The configuration: the schema, read and checked once, then passed down as a `Config`.
 
-Modules: schema (the pydantic models, their defaults and descriptions), show (`tfm config show`)
-and reference (docs/configuration.md generated from the schema). The names callers need are
+Modules: schema (the pydantic models, their defaults and descriptions), yaml_reader (the hardened
+YAML reader, the only place YAML is parsed), loading (`load_config`, `--set` overrides and the
+error messages), show (`tfm config show`) and reference (docs/configuration.md generated from the
+schema). The names callers need are
 imported here: `from tfm.config import Config, load_config`.
 """
 
+from tfm.config.loading import load_config, removed_settings, to_yaml, without_removed_keys
 from tfm.config.schema import (
     RECIPE_KEYS,
     SPLITS,
@@ -16,12 +19,8 @@ from tfm.config.schema import (
     TokenizerConfig,
     ToyConfig,
     TrainConfig,
-    load_config,
-    read_yaml,
-    removed_settings,
-    to_yaml,
-    without_removed_keys,
 )
+from tfm.config.yaml_reader import read_yaml
 
 __all__ = [
     "RECIPE_KEYS",

@@ -2,8 +2,8 @@
 
 A blank line gives an empty translation, the other lines are encoded and framed (ids + EOS) and
 numbered (for the warnings that name lines), and an n-best list holds distinct texts; all of it is
-written here once. An engine (`tfm.prediction.opening` for a trained run, `tfm.deploy.translator`
-for a CTranslate2 export) supplies only the search over framed sources.
+written here once. An engine (`tfm.prediction.opening` for a trained run,
+`tfm.deploy.ct2_translator` for a CTranslate2 export) supplies only the search over framed sources.
 """
 
 from __future__ import annotations

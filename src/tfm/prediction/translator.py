@@ -3,7 +3,7 @@ the search, and `open_translator` opens what the user named as one.
 
 A trained run translates with tfm's own search in PyTorch (`tfm.prediction.opening`: with an
 ensemble and a reranker if asked for); a folder written by `tfm export` translates with
-CTranslate2 (`tfm.deploy.translator`). Both give the same lines, n-best lists and scores, and
+CTranslate2 (`tfm.deploy.ct2_translator`). Both give the same lines, n-best lists and scores, and
 `tfm translate`, `tfm eval` and the server take a Translator without asking which it is.
 """
 
@@ -69,7 +69,7 @@ def open_translator(request: DecodeRequest, *, min_beam: int = 1) -> Translator:
     from tfm.deploy.export import is_export
 
     if request.run is not None and is_export(request.run):  # the one branch on the engine
-        from tfm.deploy.translator import open_exported
+        from tfm.deploy.ct2_translator import open_exported
 
         return open_exported(request, min_beam=min_beam)
     from tfm.prediction.opening import open_torch

@@ -1,0 +1,196 @@
+"""Loading a config: the file read by `read_yaml`, `--set section.key=value` overrides applied,
+the schema validated, and every problem reported at once, one line each, naming the key path, the
+file's line (or the --set that typed it), and for a misspelt key the closest valid one.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tfm.config.schema import REMOVED_KEYS, Config
+from tfm.config.yaml_reader import read_yaml
+from tfm.errors import ConfigError
+
+
+def load_config(
+    path: str | Path | None, overrides: list[str] | tuple[str, ...] = (), *, stored: bool = False
+) -> Config:
+    """Read a YAML config (or none: all defaults), apply `section.key=value` overrides, validate.
+    With `stored`, the file is one a run wrote (its config.yaml): keys removed since are dropped.
+
+    Raises ConfigError whose message has one line per problem, each naming the key path.
+    """
+    name = str(path) if path is not None else "<defaults>"
+    data: Any = {}
+    lines: dict[tuple, int] = {}
+    if path is not None:
+        data, lines = read_yaml(_read_config_text(Path(path)), name)
+        if stored and not data:  # all defaults would be another run's settings (the toy corpus)
+            raise ConfigError(
+                f"{name} is empty: a run's config.yaml holds every setting it was trained with; "
+                "restore it"
+            )
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            found = type(data).__name__
+            raise ConfigError(f"{name}: expected a mapping of sections, found {found}")
+        if stored:
+            data = without_removed_keys(data)
+    set_lines: dict[tuple, str] = {}
+    for override in overrides:
+        _check_sections(data, override, set_lines)
+        key_path = apply_override(data, override)
+        set_lines[key_path] = override
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(err, name, lines, set_lines) for err in exc.errors()]
+        raise ConfigError("\n".join(problems)) from None
+
+
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few kilobytes
+
+
+def _read_config_text(path: Path) -> str:
+    """The text of the config file `path`; a file that is not a regular file (a device, a pipe,
+    a folder) or is larger than MAX_CONFIG_BYTES is refused before it is read."""
+    try:
+        # Non-blocking: opening a FIFO must not wait for a writer before it is refused.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise ConfigError(f"config file {path} is not a regular file; give a YAML file")
+            data = file.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"config file {path} is a folder; give a YAML file") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file {path} is larger than {MAX_CONFIG_BYTES // 2**20} MB; a config is a "
+            "few kilobytes of YAML: is this the right file?"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+
+
+def _check_sections(data: dict, override: str, set_lines: dict[tuple, str]) -> None:
+    """Refuse an override inside a section that an earlier --set replaced by a value, naming
+    that --set (`--set train=5 --threads 1`: the first is the mistake, the second is fine)."""
+    parts = tuple(override.partition("=")[0].strip().split("."))
+    node: Any = data
+    for end in range(1, len(parts)):
+        node = node.get(parts[end - 1]) if isinstance(node, dict) else None
+        if node is not None and not isinstance(node, dict) and parts[:end] in set_lines:
+            earlier = set_lines[parts[:end]]
+            raise ConfigError(
+                f"--set {earlier!r}: '{'.'.join(parts[:end])}' is a section, not a value; set "
+                f"one of its keys: --set {'.'.join(parts[:end])}.KEY=VALUE"
+            )
+
+
+def removed_settings(data: dict) -> dict[str, Any]:
+    """The `REMOVED_KEYS` that config data sets, as {dotted key: value}."""
+    return {".".join(path): node[path[-1]] for node, path in _removed(data)}
+
+
+def without_removed_keys(data: dict) -> dict:
+    """A copy of config data without the `REMOVED_KEYS` (for a config an older version stored)."""
+    data = copy.deepcopy(data)
+    for node, path in list(_removed(data)):
+        del node[path[-1]]
+    return data
+
+
+def _removed(data: dict) -> Iterator[tuple[dict, tuple[str, ...]]]:
+    """For each removed key that `data` sets: the mapping that holds it, and its path."""
+    for path in REMOVED_KEYS:
+        node: Any = data
+        for section in path[:-1]:
+            node = node.get(section) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node:
+            yield node, path
+
+
+def apply_override(data: dict, override: str) -> tuple:
+    """Set `a.b.c=value` in nested `data`; the value is YAML, typed later by the schema."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {override!r}: expected section.key=value")
+    parts = tuple(key.strip().split("."))
+    value, _ = read_yaml(raw, f"--set {key}") if raw.strip() else (None, {})
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {override!r}: '{part}' is not a section")
+        node = child
+    node[parts[-1]] = value
+    return parts
+
+
+def _describe(
+    err: Mapping[str, Any], name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]
+) -> str:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    dotted = ".".join(str(p) for p in loc) or "(top level)"
+    where = _where(loc, name, lines, set_lines)
+    kind = err["type"]
+    if kind == "extra_forbidden" and loc in REMOVED_KEYS:
+        fix = "leave out this --set" if where.startswith("--set") else "delete the key"
+        return f"{where}{dotted} was removed ({REMOVED_KEYS[loc]}); {fix}"
+    if kind == "extra_forbidden":
+        hint = _suggest(loc)
+        return f"{where}unknown key '{dotted}'{hint}"
+    if kind == "value_error":
+        message = str(err.get("ctx", {}).get("error", err["msg"]))
+        return f"{where}{dotted}: {message}"
+    found = err.get("input")
+    return f"{where}{dotted}: {err['msg'][0].lower()}{err['msg'][1:]} (found {found!r})"
+
+
+def _where(loc: tuple, name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]) -> str:
+    """Where the problem at `loc` was typed: the --set that set it (or a key inside it, as
+    `--set nosuch.key=1` makes the unknown section `nosuch`), else the file's line."""
+    inside = [typed for path, typed in set_lines.items() if path[: len(loc)] == loc]
+    if loc and inside:
+        return f"--set {inside[-1]}: "
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in set_lines:
+            return f"--set {set_lines[loc[:end]]}: "
+        if loc[:end] in lines:
+            return f"{name}:{lines[loc[:end]]}: "
+    return f"{name}: "
+
+
+def _suggest(loc: tuple) -> str:
+    """'; did you mean X?' for a misspelt key, from the fields valid at that place."""
+    model: type[BaseModel] | None = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if model else None
+        annotation = field.annotation if field else None
+        is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        model = cast(type[BaseModel], annotation) if is_section else None
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
+    valid = ", ".join(model.model_fields)
+    return f"; did you mean '{close[0]}'?" if close else f"; valid keys: {valid}"
+
+
+def to_yaml(config: Config) -> str:
+    """The resolved config as YAML (what a run directory keeps)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
