@@ -93,31 +93,6 @@ def test_an_unknown_section_in_a_set_names_the_set_not_the_file(tmp_path):
     assert line.startswith("--set data.nosuch.deeper.key=1: unknown key 'data.nosuch'")
 
 
-def test_a_removed_key_is_refused_with_the_reason_it_went(tmp_path):
-    text = "model:\n  dropout: 0.2\n  word_dropout: 0.1\ntrain:\n  rdrop_alpha: 5\n"
-    path = write(tmp_path, text)
-    assert error_lines(path) == [
-        f"{path}:3: model.word_dropout was removed (word dropout measured no gain on any task); "
-        "delete the key",
-        f"{path}:5: train.rdrop_alpha was removed (R-Drop measured no gain on any task); "
-        "delete the key",
-    ]
-    (line,) = error_lines(None, ("train.rdrop_alpha=0",))
-    assert line == (
-        "--set train.rdrop_alpha=0: train.rdrop_alpha was removed (R-Drop measured no gain on any "
-        "task); leave out this --set"
-    )
-
-
-def test_a_config_a_run_stored_is_read_without_the_removed_keys(tmp_path):
-    stored = to_yaml(load_config(None, ["train.seed=3"]))
-    path = write(tmp_path, stored.replace("\ntrain:\n", "\ntrain:\n  rdrop_alpha: 0.0\n"))
-    assert "rdrop_alpha" in path.read_text()
-    assert load_config(path, stored=True) == load_config(None, ["train.seed=3"])
-    (line,) = error_lines(path)  # as a config to train with, it is refused
-    assert "train.rdrop_alpha was removed" in line
-
-
 def test_missing_and_invalid_files(tmp_path):
     (line,) = error_lines(tmp_path / "nope.yaml")
     assert "does not exist" in line and "nope.yaml" in line

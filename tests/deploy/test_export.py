@@ -163,15 +163,6 @@ def test_missing_ctranslate2_says_how_to_install_it(toy_run, tmp_path, monkeypat
     assert message == "CTranslate2 is not installed; install it with `pip install 'tfm[deploy]'`"
 
 
-def test_an_export_of_an_older_run_opens(exported, tmp_path):
-    """A run written before a config key was removed (model.word_dropout) still translates."""
-    copied = shutil.copytree(exported, tmp_path / "copied")
-    config = (copied / "config.yaml").read_text()
-    (copied / "config.yaml").write_text(config.replace("model:\n", "model:\n  word_dropout: 0.0\n"))
-    assert "word_dropout" in (copied / "config.yaml").read_text()
-    assert translate_with_export(copied, ["the dog sees the cat"])[0] != ""
-
-
 def test_a_folder_that_is_not_an_export_or_newer_is_refused(toy_run, exported, tmp_path):
     message = one_line_error(UsageError, lambda: open_export(toy_run))
     assert message == f"{toy_run} is not a tfm CTranslate2 export (no {MARKER})"

@@ -125,7 +125,7 @@ def test_a_full_disk_while_saving_the_tokenizer_keeps_the_old_one(run, monkeypat
 
 
 def test_temporary_files_of_killed_writers_are_removed_at_the_next_start(run):
-    leftovers = [run / ".last.pt.tmp-4194301-0a1b2c3d", run / ".tokenizer.json.tmp",
+    leftovers = [run / ".last.pt.tmp-4194301-0a1b2c3d", run / ".tokenizer.json.tmp-7-0a1b2c3e",
                  run / "checkpoints" / ".step-00000003.pt.tmp-4194301-deadbeef"]  # fmt: skip
     for path in leftovers:
         path.write_bytes(b"half a file")

@@ -5,7 +5,6 @@ And the comparison can fail: leaving out any one piece of the saved state breaks
 
 import pytest
 import torch
-import yaml
 from builders import WIDER, tiny_config, train_losses
 
 from tfm.data.batching import TokenBatchSampler
@@ -135,46 +134,6 @@ def test_resume_accepts_a_checkpoint_from_before_a_key_existed(tmp_path):
     record_manifest(run, ["best.pt"])  # as that version wrote it
     loaded = load_trained(RunPaths(run), torch.device("cpu")).model.state_dict()
     assert all(torch.equal(loaded[name], state["model"][name]) for name in state["model"])
-
-
-def written_with_removed_keys(run, value: float) -> None:
-    """Make the run's files look written by a version that still had train.rdrop_alpha and
-    model.word_dropout (set to `value`): config.yaml, the newest checkpoint, the model files."""
-    config = yaml.safe_load(RunPaths(run).config.read_text())
-    config["train"]["rdrop_alpha"] = config["model"]["word_dropout"] = value
-    RunPaths(run).config.write_text(yaml.safe_dump(config))
-    newest = CheckpointStore(RunPaths(run).checkpoints).latest_loadable()
-    newest.state["config"] = config
-    newest.state["model_args"]["word_dropout"] = value
-    save_checkpoint(newest.state, newest.path)
-    for path in (RunPaths(run).best, RunPaths(run).last):
-        state = load_checkpoint(path)
-        state["model_args"]["word_dropout"] = value
-        save_checkpoint(state, path)
-    record_manifest(run, ["config.yaml", "best.pt", "last.pt"])  # as that version wrote them
-
-
-@pytest.mark.parametrize("value", [0.0, 0.1])
-def test_a_run_stored_with_since_removed_keys_loads_and_resumes_exactly(
-    tmp_path, straight, caplog, value
-):
-    run = tmp_path / "run"
-    train(tiny_config(run, WIDER, max_steps=3, validate_every=3), progress_bar=False)
-    written_with_removed_keys(run, value)
-    trained = load_trained(RunPaths(run), torch.device("cpu"))
-    assert same_weights(trained.model.state_dict(), load_checkpoint(run / "best.pt")["model"])
-    assert trained.config.train.max_steps == 3
-    with caplog.at_level("WARNING", logger="tfm"):
-        train(tiny_config(run, WIDER, max_steps=N_STEPS), resume=True, progress_bar=False)
-    assert train_losses(run) == straight[0]
-    assert same_weights(weights(run), straight[1])
-    warned = [r.getMessage() for r in caplog.records if "no longer has" in r.getMessage()]
-    assert warned == [  # an option that was on is gone: the log says training changes
-        f"the run trained with {key}={value}, which tfm no longer has: it goes on without it"
-        for key in ("model.word_dropout", "train.rdrop_alpha")
-        if value
-    ]
-    assert "rdrop_alpha" not in RunPaths(run).config.read_text()  # rewritten on resume
 
 
 @pytest.mark.parametrize("budget", ["max_steps", "max_epochs", "max_minutes"])

@@ -168,12 +168,11 @@ def test_model_args_are_keyword_only_and_frozen():
 
 def test_stored_model_args_of_older_versions_build_the_same_model():
     # A model file keeps asdict(args); one written before activation_dropout existed lacks it (a
-    # model without that dropout), and one written when word dropout existed has it (training
-    # only): both read back as the model they were.
+    # model without that dropout) and reads back as the model it was.
     stored = asdict(ModelArgs(**TINY))
     assert ModelArgs.from_stored(stored) == ModelArgs(**TINY)
     older = {k: v for k, v in stored.items() if k != "activation_dropout"}
-    assert ModelArgs.from_stored({**older, "word_dropout": 0.1}) == ModelArgs(**TINY)
+    assert ModelArgs.from_stored(older) == ModelArgs(**TINY)
     with pytest.raises(TypeError, match="label_smoothing"):
         ModelArgs.from_stored({**stored, "label_smoothing": 0.1})
 

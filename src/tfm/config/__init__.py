@@ -7,7 +7,7 @@ schema). The names callers need are
 imported here: `from tfm.config import Config, load_config`.
 """
 
-from tfm.config.loading import load_config, removed_settings, to_yaml, without_removed_keys
+from tfm.config.loading import MAX_CONFIG_BYTES, load_config, to_yaml
 from tfm.config.schema import (
     RECIPE_KEYS,
     SPLITS,
@@ -23,6 +23,7 @@ from tfm.config.schema import (
 from tfm.config.yaml_reader import read_yaml
 
 __all__ = [
+    "MAX_CONFIG_BYTES",
     "RECIPE_KEYS",
     "SPLITS",
     "Config",
@@ -35,7 +36,5 @@ __all__ = [
     "TrainConfig",
     "load_config",
     "read_yaml",
-    "removed_settings",
     "to_yaml",
-    "without_removed_keys",
 ]

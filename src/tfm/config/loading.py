@@ -5,18 +5,17 @@ file's line (or the --set that typed it), and for a misspelt key the closest val
 
 from __future__ import annotations
 
-import copy
 import difflib
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tfm.config.schema import REMOVED_KEYS, Config
+from tfm.config.schema import Config
 from tfm.config.yaml_reader import read_yaml
 from tfm.errors import ConfigError
 
@@ -25,7 +24,7 @@ def load_config(
     path: str | Path | None, overrides: list[str] | tuple[str, ...] = (), *, stored: bool = False
 ) -> Config:
     """Read a YAML config (or none: all defaults), apply `section.key=value` overrides, validate.
-    With `stored`, the file is one a run wrote (its config.yaml): keys removed since are dropped.
+    With `stored`, the file is one a run wrote (its config.yaml), which may not be empty.
 
     Raises ConfigError whose message has one line per problem, each naming the key path.
     """
@@ -44,8 +43,6 @@ def load_config(
         if not isinstance(data, dict):
             found = type(data).__name__
             raise ConfigError(f"{name}: expected a mapping of sections, found {found}")
-        if stored:
-            data = without_removed_keys(data)
     set_lines: dict[tuple, str] = {}
     for override in overrides:
         _check_sections(data, override, set_lines)
@@ -102,29 +99,6 @@ def _check_sections(data: dict, override: str, set_lines: dict[tuple, str]) -> N
             )
 
 
-def removed_settings(data: dict) -> dict[str, Any]:
-    """The `REMOVED_KEYS` that config data sets, as {dotted key: value}."""
-    return {".".join(path): node[path[-1]] for node, path in _removed(data)}
-
-
-def without_removed_keys(data: dict) -> dict:
-    """A copy of config data without the `REMOVED_KEYS` (for a config an older version stored)."""
-    data = copy.deepcopy(data)
-    for node, path in list(_removed(data)):
-        del node[path[-1]]
-    return data
-
-
-def _removed(data: dict) -> Iterator[tuple[dict, tuple[str, ...]]]:
-    """For each removed key that `data` sets: the mapping that holds it, and its path."""
-    for path in REMOVED_KEYS:
-        node: Any = data
-        for section in path[:-1]:
-            node = node.get(section) if isinstance(node, dict) else None
-        if isinstance(node, dict) and path[-1] in node:
-            yield node, path
-
-
 def apply_override(data: dict, override: str) -> tuple:
     """Set `a.b.c=value` in nested `data`; the value is YAML, typed later by the schema."""
     key, sep, raw = override.partition("=")
@@ -149,9 +123,6 @@ def _describe(
     dotted = ".".join(str(p) for p in loc) or "(top level)"
     where = _where(loc, name, lines, set_lines)
     kind = err["type"]
-    if kind == "extra_forbidden" and loc in REMOVED_KEYS:
-        fix = "leave out this --set" if where.startswith("--set") else "delete the key"
-        return f"{where}{dotted} was removed ({REMOVED_KEYS[loc]}); {fix}"
     if kind == "extra_forbidden":
         hint = _suggest(loc)
         return f"{where}unknown key '{dotted}'{hint}"

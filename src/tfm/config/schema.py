@@ -1,8 +1,7 @@
 """The one configuration schema of tfm: every section, key, default, range and description.
 
 Every default lives here. A config file only overrides what it needs; unknown keys, wrong types and
-out-of-range values are errors (`tfm.config.loading` words them); a key tfm no longer has is
-refused with the reason it went (`REMOVED_KEYS`).
+out-of-range values are errors (`tfm.config.loading` words them).
 """
 
 from __future__ import annotations
@@ -42,13 +41,6 @@ RECIPE_KEYS = {
     ),
     "decoding": ("beam_size",),
 }  # fmt: skip
-
-# Keys tfm no longer has, with the reason: a config that sets one is refused with it, while a
-# config a run stored (its config.yaml, its checkpoints) is read without them.
-REMOVED_KEYS = {
-    ("model", "word_dropout"): "word dropout measured no gain on any task",
-    ("train", "rdrop_alpha"): "R-Drop measured no gain on any task",
-}
 
 
 class StrictModel(BaseModel):

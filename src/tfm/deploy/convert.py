@@ -37,7 +37,7 @@ from tfm.transformer.layers import Decoder, DecoderLayer, Encoder, EncoderLayer,
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 
 # model_args keys whose value changes only training: any value exports.
-TRAINING_ONLY = ("dropout", "attention_dropout", "activation_dropout", "word_dropout")
+TRAINING_ONLY = ("dropout", "attention_dropout", "activation_dropout")
 # model_args keys whose value the spec reproduces (sizes, choices CTranslate2 has).
 CONVERTED = (
     "src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",

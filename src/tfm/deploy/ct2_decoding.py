@@ -84,7 +84,7 @@ def open_export(
         str(path), device=device, compute_type=kind, inter_threads=inter_threads,
         intra_threads=threads,
     )  # fmt: skip
-    config = load_config(path / "config.yaml", stored=True)  # keys removed since are dropped
+    config = load_config(path / "config.yaml", stored=True)
     return ExportedModel(translator, tokenizer, config, info, path)
 
 

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
 
-_TEMP_FILE = re.compile(r"\..+\.tmp(-\d+-[0-9a-f]+)?")  # no suffix: tokenizers of older versions
+_TEMP_FILE = re.compile(r"\..+\.tmp-\d+-[0-9a-f]+")
 
 
 def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:

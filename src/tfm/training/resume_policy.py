@@ -7,9 +7,8 @@ config, progress and fingerprints against the new run's. Nothing here reads file
   `train.bidirectional_epochs` that would change the kind of an epoch the run has begun.
 - Allowed and noted: budgets and every other train key (a changed optimizer setting, AdamW's
   betas, eps and weight_decay, is put into the restored optimizer, see `optimizer_changes`); a
-  moved training split with the same content; another validation or test split; a setting tfm no
-  longer has (the run goes on without it); another number of processes or `train.accumulate`
-  (the next steps' batches change).
+  moved training split with the same content; another validation or test split; another number
+  of processes or `train.accumulate` (the next steps' batches change).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from tfm.config import SPLITS, Config, removed_settings, without_removed_keys
+from tfm.config import SPLITS, Config
 
 # Keys that may differ between a run and its resumption; anything else in these sections may not.
 # train.accumulate may change (the data position counts batches); `_batching_notes` says so.
@@ -84,12 +83,7 @@ def judge_resume(
             refusal=f"cannot resume from {checkpoint}: {', '.join(differing)} differ from the "
             f"run's; change only {allowed} or start a new run"
         )
-    notes = [
-        (logging.WARNING, f"the run trained with {key}={value}, which tfm no longer has: it goes "
-                          "on without it")
-        for key, value in removed_settings(stored.config).items()
-        if value  # the option was on
-    ]  # fmt: skip
+    notes: list[tuple[int, str]] = []
     for split in SPLITS:
         was, now = old["data"].get(split), current["data"].get(split)
         if was != now:
@@ -153,9 +147,7 @@ def begun(progress: dict) -> int:
 
 def as_current_schema(stored: dict) -> dict:
     """A checkpoint's config as this version reads it: a key added since the checkpoint was written
-    takes its default, which is what that version did (e.g. `model.activation_dropout` 0.0), and
-    a key removed since is dropped."""
-    stored = without_removed_keys(stored)
+    takes its default, which is what that version did (e.g. `model.activation_dropout` 0.0)."""
     try:
         return Config.model_validate(stored).model_dump(mode="json")
     except ValidationError:  # a key this version no longer has: compare as stored

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from tfm.config import Config, load_config, without_removed_keys
+from tfm.config import Config, load_config
 from tfm.data.cache.prepared_cache import training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import EncodedSplit
@@ -249,7 +249,7 @@ def _with_plan(
     """`config` with the keys it leaves unset planned from the data (`tfm.recipe`), or, for a
     run that goes on (a resume, or process > 0 under torchrun), taken from its stored config."""
     if checkpoint is not None:
-        stored = Config.model_validate(without_removed_keys(checkpoint.state["config"]))
+        stored = Config.model_validate(checkpoint.state["config"])
         return with_stored_plan(config, stored)
     if tokenizer is not None:  # process > 0: process 0 has planned and written config.yaml
         return with_stored_plan(config, load_config(paths.config, stored=True))

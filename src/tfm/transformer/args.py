@@ -14,9 +14,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tfm.config import ModelConfig
 
-# Keys older model files hold that no longer shape the model: word dropout changed training only.
-_NO_LONGER_STORED = ("word_dropout",)
-
 
 @dataclass(frozen=True, kw_only=True)
 class ModelArgs:
@@ -72,7 +69,6 @@ class ModelArgs:
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any]) -> ModelArgs:
-        """The `model_args` dict of a checkpoint or model file, also one written by an older
-        version: keys that no longer shape the model are dropped, and keys added since take
-        their defaults."""
-        return cls(**{k: v for k, v in stored.items() if k not in _NO_LONGER_STORED})
+        """The `model_args` dict of a checkpoint or model file; keys added since it was written
+        take their defaults."""
+        return cls(**stored)
