@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from tfm.rundir.failure import write_failure
+from tfm.failure import write_failure
 
 logger = logging.getLogger(__name__)
 

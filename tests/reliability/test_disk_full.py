@@ -10,9 +10,10 @@ from attack_helpers import error_line, invoke, resume, resume_args, run_tfm
 from builders import metric_events
 from shared_runs import copy_run, train_with_tfm
 
+from tfm import atomic
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import DiskFullError
-from tfm.rundir import atomic, metrics
+from tfm.rundir import metrics
 from tfm.rundir.manifest import MANIFEST_FILE
 from tfm.rundir.metrics import append_event
 

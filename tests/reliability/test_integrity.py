@@ -19,9 +19,9 @@ from attack_helpers import (
 from builders import tiny_config_file
 from shared_runs import copy_run, train_with_tfm
 
+from tfm.atomic import atomic_save
 from tfm.commands import decode
 from tfm.errors import CheckpointError
-from tfm.rundir.atomic import atomic_save
 from tfm.rundir.checkpoint import CorruptCheckpointError, load_checkpoint
 
 

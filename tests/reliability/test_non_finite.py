@@ -5,7 +5,7 @@ import torch
 from attack_helpers import error_line, invoke, non_finite_files, resume
 from builders import tiny_config_file
 
-from tfm.rundir.atomic import atomic_save
+from tfm.atomic import atomic_save
 from tfm.rundir.checkpoint import load_checkpoint
 
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from rundir_helpers import assert_one_line_naming
 
+from tfm import atomic
+from tfm.atomic import atomic_save, atomic_write_text
 from tfm.errors import CheckpointError, DiskFullError, TfmError
-from tfm.rundir import atomic
-from tfm.rundir.atomic import atomic_save, atomic_write_text
 from tfm.rundir.checkpoint import load_checkpoint, save_checkpoint
 
 

@@ -45,8 +45,8 @@ import numpy as np
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HfTokenizer
 
+from tfm.atomic import atomic_write_text
 from tfm.errors import DataError
-from tfm.rundir.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 

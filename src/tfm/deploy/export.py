@@ -28,10 +28,11 @@ from pathlib import Path
 from tfm import __version__
 from tfm.data.tokenizer import FILE_NAME as TOKENIZER_FILE
 from tfm.errors import UsageError
+from tfm.rundir.paths import EXPORT_MARKER as MARKER
+from tfm.rundir.paths import is_export
 
 log = logging.getLogger(__name__)
 
-MARKER = "tfm_export.json"
 FORMAT, VERSION = "tfm-ctranslate2", 1
 QUANTIZATIONS = ("none", "int8", "int8_float32", "float16", "bfloat16")
 INSTALL_HINT = "pip install 'tfm[deploy]'"
@@ -172,11 +173,6 @@ def _check_target(out: Path, *, overwrite: bool) -> None:
             f"output folder {out} exists and is not a tfm CTranslate2 export; "
             "refusing to overwrite it, choose another folder"
         )
-
-
-def is_export(path: str | Path) -> bool:
-    """Whether `path` is a folder written by `export_run` (it has the marker file)."""
-    return (Path(path) / MARKER).is_file()
 
 
 def read_export_info(path: str | Path) -> ExportInfo:

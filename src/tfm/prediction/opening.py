@@ -12,7 +12,6 @@ import torch
 from tfm.config import Config
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
-from tfm.deploy.export import is_export
 from tfm.device import resolve_precision, select_device
 from tfm.errors import UsageError
 from tfm.prediction.ensemble import Ensemble, Model
@@ -23,7 +22,7 @@ from tfm.prediction.settings import DecodeRequest, DecodeSettings
 from tfm.prediction.translate import translate_ids, translate_nbest_ids
 from tfm.rundir.checkpoint import CorruptCheckpointError
 from tfm.rundir.model_file import TrainedModel, load_trained
-from tfm.rundir.paths import RunPaths, find_run
+from tfm.rundir.paths import RunPaths, find_run, is_export
 from tfm.threads import use_threads
 
 log = logging.getLogger(__name__)

@@ -16,6 +16,7 @@ from tfm.config import Config
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.rundir.paths import is_export
 
 
 class Translator(Protocol):
@@ -66,8 +67,6 @@ def open_translator(request: DecodeRequest, *, min_beam: int = 1) -> Translator:
     """The run or export of `request`, opened once on its device, with its decode settings: the
     requested beam size, else the config's but at least `min_beam` (and at least 5 to rerank);
     the requested length penalty, else the config's."""
-    from tfm.deploy.export import is_export
-
     if request.run is not None and is_export(request.run):  # the one branch on the engine
         from tfm.deploy.ct2_translator import open_exported
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
+from tfm.atomic import atomic_copy
 from tfm.errors import CheckpointError, UsageError
-from tfm.rundir.atomic import atomic_copy
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.rundir.integrity import first_non_finite
 from tfm.rundir.manifest import COVERED, record_manifest

@@ -1,6 +1,6 @@
 """Checkpoint files that load without running code, and load only as they were written.
 
-Saves are atomic (`tfm.rundir.atomic`): a crash leaves the old file or the new one. Loads always
+Saves are atomic (`tfm.atomic`): a crash leaves the old file or the new one. Loads always
 use `torch.load(weights_only=True)`, so a checkpoint can hold only tensors and plain containers;
 anything else is refused instead of unpickled. A state holding NaN or infinity is never written;
 each file carries a digest of its content, checked on loading (`tfm.rundir.integrity`), so a
@@ -25,9 +25,9 @@ from typing import IO, cast
 import torch
 
 from tfm import __version__
+from tfm.atomic import PathLike, atomic_save
 from tfm.errors import CheckpointError
-from tfm.rundir.atomic import PathLike, atomic_save
-from tfm.rundir.failure import brief_error
+from tfm.failure import brief_error
 from tfm.rundir.integrity import DIGEST_KEY, content_digest, first_non_finite, zip_crc_mismatch
 
 FORMAT_VERSION = 1

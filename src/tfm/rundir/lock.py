@@ -19,9 +19,9 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from tfm.atomic import remove_temp_files
 from tfm.errors import RunInUseError
-from tfm.rundir.atomic import remove_temp_files
-from tfm.rundir.failure import write_failure
+from tfm.failure import write_failure
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from tfm.atomic import atomic_write_text
 from tfm.config import read_yaml
 from tfm.errors import CheckpointError, ConfigError
-from tfm.rundir.atomic import atomic_write_text
 
 MANIFEST_FILE = "manifest.json"
 FORMAT, VERSION = "tfm-manifest", 1

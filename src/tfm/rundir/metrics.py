@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import overload
 
-from tfm.rundir.atomic import atomic_write_text
-from tfm.rundir.failure import write_failure
+from tfm.atomic import atomic_write_text
+from tfm.failure import write_failure
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@
       .lock              held by the process training in it; holds its PID (tfm.rundir.lock)
 
 The run most recently trained from a directory is remembered in `.tfm/last_run` there, so that
-`tfm train && tfm eval && tfm translate` works without naming the run.
+`tfm train && tfm eval && tfm translate` works without naming the run. A folder `tfm export`
+wrote holds `tfm_export.json` instead (`is_export`), so commands can tell the two apart.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfm.atomic import atomic_write_text
 from tfm.errors import UsageError
-from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.manifest import COVERED, check_manifest
 
 LAST_RUN_FILE = Path(".tfm") / "last_run"
+EXPORT_MARKER = "tfm_export.json"  # the file that makes a folder a CTranslate2 export (tfm.deploy)
 
 
 @dataclass(frozen=True)
@@ -106,3 +108,8 @@ def find_run(run: str | Path | None, cwd: Path | None = None) -> RunPaths:
         )
     check_manifest(paths.root, COVERED)  # a model file is checked when it is chosen
     return paths
+
+
+def is_export(path: str | Path) -> bool:
+    """Whether `path` is a folder written by `tfm export` (it has the marker file)."""
+    return (Path(path) / EXPORT_MARKER).is_file()

@@ -15,15 +15,15 @@ from typing import Literal, NamedTuple
 
 import torch
 
+from tfm.atomic import PathLike, atomic_write_text
 from tfm.errors import CheckpointError
-from tfm.rundir.atomic import PathLike, atomic_write_text
+from tfm.failure import brief_error
 from tfm.rundir.checkpoint import (
     FORMAT_VERSION,
     CorruptCheckpointError,
     load_checkpoint,
     save_checkpoint,
 )
-from tfm.rundir.failure import brief_error
 
 logger = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tfm.atomic import atomic_write_text
 from tfm.config import Config, load_config, to_yaml
 from tfm.data.tokenizer import FILE_NAME as TOKENIZER_FILE
 from tfm.errors import ConfigError, UsageError
 from tfm.recipe.plan import with_stored_plan
-from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.lock import LOCK_FILE, remove_run_files
 from tfm.rundir.manifest import MANIFEST_FILE, replace_text
 from tfm.rundir.metrics import read_metrics, truncate_metrics

@@ -10,10 +10,10 @@ import io
 import logging
 from pathlib import Path
 
+from tfm.atomic import atomic_write_text
 from tfm.data.pipeline import EncodedSplit
 from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.split_evaluation import evaluate_split
-from tfm.rundir.atomic import atomic_write_text
 from tfm.rundir.metrics import read_metrics
 from tfm.rundir.store import finite_score
 from tfm.training.diagnostics import degenerate_warnings
