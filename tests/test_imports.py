@@ -105,6 +105,7 @@ LAYERS = [
             "tfm.device",
             "tfm.atomic",
             "tfm.failure",
+            "tfm.json_file",
         ],
     ),
     ("configuration", ["tfm.config"]),

@@ -47,6 +47,7 @@ from tokenizers import Tokenizer as HfTokenizer
 
 from tfm.atomic import atomic_write_text
 from tfm.errors import DataError
+from tfm.json_file import read_json
 
 log = logging.getLogger(__name__)
 
@@ -293,12 +294,8 @@ class Tokenizer:
     def load(cls, directory: Path) -> Tokenizer:
         """Read what `save` wrote; a missing, corrupt or foreign file raises DataError."""
         path = Path(directory) / FILE_NAME
-        try:
-            wrapper = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DataError(f"{path}: tokenizer file not found") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise DataError(f"{path}: cannot read tokenizer file ({err})") from None
+        missing = f"{path}: tokenizer file not found"
+        wrapper = read_json(path, error=DataError, missing=missing, what="tokenizer file")
         try:
             if wrapper.get("format") != FORMAT or wrapper.get("version") != VERSION:
                 raise ValueError(f"not a {FORMAT} version {VERSION} file")

@@ -28,6 +28,7 @@ from pathlib import Path
 from tfm import __version__
 from tfm.data.tokenizer import FILE_NAME as TOKENIZER_FILE
 from tfm.errors import UsageError
+from tfm.json_file import read_json
 from tfm.rundir.paths import EXPORT_MARKER as MARKER
 from tfm.rundir.paths import is_export
 
@@ -179,12 +180,8 @@ def read_export_info(path: str | Path) -> ExportInfo:
     """The marker of an exported folder; a UsageError if it is missing, malformed or written
     by a newer format version."""
     marker = Path(path) / MARKER
-    try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path} is not a tfm CTranslate2 export (no {MARKER})") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{marker}: cannot read the export marker ({exc})") from None
+    missing = f"{path} is not a tfm CTranslate2 export (no {MARKER})"
+    data = read_json(marker, error=UsageError, missing=missing, what="the export marker")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UsageError(f"{marker}: not a {FORMAT} marker")
     if data.get("version") != VERSION:
