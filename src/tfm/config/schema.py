@@ -29,6 +29,7 @@ from tfm.limits import (
 SPLITS = ("train", "validation", "test")
 
 Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
+Layers = Annotated[int, Field(ge=1, le=MAX_LAYERS)]  # a stack's depth
 
 # The keys that `tfm.recipe` derives from the training data when a config leaves them unset.
 RECIPE_KEYS = {
@@ -218,12 +219,8 @@ class ModelConfig(StrictModel):
     n_heads: int = Field(
         8, ge=1, le=MAX_HEADS, description="Attention heads per layer; must divide `d_model`."
     )
-    n_encoder_layers: int = Field(
-        6, ge=1, le=MAX_LAYERS, description="Layers in the encoder stack."
-    )
-    n_decoder_layers: int = Field(
-        6, ge=1, le=MAX_LAYERS, description="Layers in the decoder stack."
-    )
+    n_encoder_layers: Layers = Field(6, description="Layers in the encoder stack.")
+    n_decoder_layers: Layers = Field(6, description="Layers in the decoder stack.")
     d_ff: int = Field(
         2048, ge=1, le=MAX_D_FF, description="Hidden width of each feed-forward block."
     )
