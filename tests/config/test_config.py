@@ -114,7 +114,7 @@ def test_resolved_yaml_round_trips():
 
 
 def test_shipped_configs_are_valid():
-    root = Path(__file__).resolve().parents[1] / "configs"
+    root = Path(__file__).resolve().parents[2] / "configs"
     files = sorted(root.glob("*.yaml"))
     assert files, "no configs shipped"
     for path in files:

@@ -14,7 +14,7 @@ import tfm
 from tfm.config import Config, DecodingConfig, ModelConfig, TrainConfig
 from tfm.config.reference import COMMAND, config_keys, render, sections
 
-REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def staleness(generated: str, committed: str) -> str:

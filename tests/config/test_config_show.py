@@ -11,7 +11,7 @@ from tfm.config import Config, load_config, read_yaml
 from tfm.config.reference import config_keys
 from tfm.config.show import changed_keys, yaml_value
 
-TOY = str(Path(__file__).resolve().parents[1] / "configs" / "toy.yaml")
+TOY = str(Path(__file__).resolve().parents[2] / "configs" / "toy.yaml")
 
 
 def invoke(*args: str):

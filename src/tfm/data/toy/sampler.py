@@ -8,7 +8,7 @@ from tfm.data.toy import lexicon as lex
 from tfm.data.toy.grammar import Clause, NounPhrase, Phrase, PrepositionalPhrase, Pronoun, Sentence
 
 # The weights keep every construction frequent: in 20,000 sentences each one appears hundreds of
-# times (tests/data/test_toy.py counts them).
+# times (tests/data/toy/test_toy.py counts them).
 
 _VALENCIES = {"intransitive": 3, "accusative": 4, "dative": 1, "copula": 2}
 _DETERMINERS = {"the": 10, "a": 5, "no": 2, **dict.fromkeys(lex.NUMBERS, 0.25), "": 2}
