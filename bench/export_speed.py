@@ -5,7 +5,7 @@ tfm, CTranslate2 float32 and CTranslate2 int8, each greedy and beam 5, on 1 and 
     PYTHONPATH=src python bench/export_speed.py --quick     # a toy run trained in seconds, 50
 
 Sentences per second are text in, text out (tokenising and detokenising included), of all the
-sentences at once (each engine opened by `tfm.prediction.translator.open_translator`),
+sentences at once (each engine opened by `tfm.commands.engines.open_translator`),
 reported as ratios to tfm's greedy search on one thread in the same round ("ratio") and to tfm
 with the same search and threads ("vs tfm"): rounds run the three engines in turn, in
 alternating order. `--beams` and `--threads` choose other lists (`--threads 1` for a quieter

@@ -29,6 +29,7 @@ Runs and decoding
 """
 
 from tfm.commands.decode import evaluate_run
+from tfm.commands.engines import open_translator
 from tfm.config import Config, load_config
 from tfm.data import batching
 from tfm.data.batching import Batch, EpochData, inference_batches, pad, padding_share, static_shape
@@ -52,7 +53,6 @@ from tfm.prediction.likelihood import teacher_forced_loss
 from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
 from tfm.prediction.translate import translate_ids
-from tfm.prediction.translator import open_translator
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore

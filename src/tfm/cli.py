@@ -292,8 +292,8 @@ def _write_nbest(found_batches) -> None:
 
 def _open_translator(decoding: dict, *, min_beam: int = 1) -> Translator:
     """The Translator that the decoding options of `tfm eval` and `tfm translate` ask for."""
+    from tfm.commands.engines import open_translator
     from tfm.prediction.settings import DecodeRequest
-    from tfm.prediction.translator import open_translator
 
     request = DecodeRequest(**{**decoding, "ensemble": decoding["ensemble"] or (),
                                "rerank_with": decoding["rerank_with"] or ()})  # fmt: skip

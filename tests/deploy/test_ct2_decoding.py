@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import tfm
+from tfm.commands.engines import open_translator
 from tfm.config import load_config
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
 from tfm.prediction.translate import translate_ids, translate_nbest_ids
-from tfm.prediction.translator import open_translator
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import find_run
 from tfm.training import train
@@ -155,7 +155,7 @@ def test_translating_with_an_export_needs_no_torch(exported):
     code = (
         "import sys\n"
         "from tfm.prediction.settings import DecodeRequest\n"
-        "from tfm.prediction.translator import open_translator\n"
+        "from tfm.commands.engines import open_translator\n"
         "translator = open_translator(DecodeRequest(run=sys.argv[1]))\n"
         "print(translator.translate(['the dog sees the cat'])[0] != '')\n"
         "print('torch' in sys.modules)\n"

@@ -29,8 +29,8 @@ from tfm.deploy.export import MARKER, QUANTIZATIONS  # noqa: E402
 
 def translate_with_export(folder, lines: list[str]) -> list[str]:
     """The lines translated by the export in `folder`, with its own decode settings."""
+    from tfm.commands.engines import open_translator
     from tfm.prediction.settings import DecodeRequest
-    from tfm.prediction.translator import open_translator
 
     return open_translator(DecodeRequest(run=folder, device="cpu")).translate(lines)
 

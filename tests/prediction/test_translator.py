@@ -7,11 +7,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tfm.cli import app
+from tfm.commands.engines import open_translator
 from tfm.config import DecodingConfig
 from tfm.errors import UsageError
 from tfm.prediction.line_search import LineTranslator
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.prediction.translator import open_translator
 
 SENTENCES = ["i see the dog", "the big dog sees the small cat", "we hope that he sleeps"]
 PIECES = {1: "a", 2: "b", 3: "ab", 4: "c", 5: "d"}

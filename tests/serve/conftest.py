@@ -10,8 +10,8 @@ import pytest
 import torch
 from tiny_models import single_thread
 
+from tfm.commands.engines import open_translator
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.prediction.translator import open_translator
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -16,10 +16,10 @@ from http_client import TIMEOUT_S, call, served
 from typer.testing import CliRunner
 
 from tfm.cli import app
+from tfm.commands.engines import open_translator
 from tfm.deploy import export_run
 from tfm.errors import UsageError
 from tfm.prediction.settings import DecodeRequest
-from tfm.prediction.translator import open_translator
 from tfm.serve.app import create_app
 from tfm.serve.server import ServeOptions, check_access
 

@@ -16,8 +16,8 @@ import pytest
 from builders import tiny_config
 from http_client import call, served
 
+from tfm.commands.engines import open_translator
 from tfm.prediction.settings import DecodeRequest
-from tfm.prediction.translator import open_translator
 from tfm.serve.app import create_app
 from tfm.training import train
 

@@ -1,5 +1,5 @@
 """Deploying a trained run: export to CTranslate2 (`export_run`) and translate with the export
-(`open_exported`, which `tfm.prediction.translator.open_translator` calls for an exported folder).
+(`open_exported`, which `tfm.commands.engines.open_translator` calls for an exported folder).
 Needs the optional `ctranslate2` package: `pip install 'tfm[deploy]'`; without it these functions
 raise a UsageError saying so."""
 

@@ -43,7 +43,7 @@ class ExportTranslator(LineTranslator):
 def open_exported(request: DecodeRequest, *, min_beam: int = 1) -> ExportTranslator:
     """The export `request.run` opened on the requested device (auto: cuda where CTranslate2
     sees a GPU, else cpu) with `--threads` threads (default 1), and its decode settings (see
-    `tfm.prediction.translator.open_translator`)."""
+    `tfm.commands.engines.open_translator`)."""
     for option, given in (("--ensemble", request.ensemble), ("--rerank-with", request.rerank_with),
                           ("--checkpoint", request.checkpoint)):  # fmt: skip
         if given:

@@ -1,7 +1,7 @@
 """Prediction: decoding trained models into translations.
 
-Modules: translator (the `Translator` every decoding command takes, and `open_translator`, which
-opens a run or an export as one), line_search (what both engines share: blank lines, framing,
+Modules: translator (the `Translator` every decoding command takes; `tfm.commands.engines` opens a
+run or an export as one), line_search (what both engines share: blank lines, framing,
 distinct n-best lists), opening (a trained run, its ensemble and reranker, as a Translator),
 settings (how to decode: `DecodeSettings`; what the user asked for: `DecodeRequest`), translate
 (batched greedy and beam decoding of many sentences, in input order), likelihood (teacher-forced

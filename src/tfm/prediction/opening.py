@@ -96,7 +96,7 @@ class TorchTranslator(LineTranslator):
 
 
 def open_torch(request: DecodeRequest, *, min_beam: int = 1) -> TorchTranslator:
-    """The run of `request` opened for decoding (see `tfm.prediction.translator.open_translator`);
+    """The run of `request` opened for decoding (see `tfm.commands.engines.open_translator`);
     reranking widens the beam to at least `RERANK_MIN_BEAM` unless the request names one."""
     if request.rerank_weight is not None and not request.rerank_with:
         raise UsageError("--rerank-weight needs --rerank-with RUN (a reverse-direction run)")

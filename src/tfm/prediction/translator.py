@@ -1,5 +1,5 @@
 """The one decoding surface: a `Translator` turns lines into translations, whichever engine runs
-the search, and `open_translator` opens what the user named as one.
+the search (`tfm.commands.engines.open_translator` opens what the user named as one).
 
 A trained run translates with tfm's own search in PyTorch (`tfm.prediction.opening`: with an
 ensemble and a reranker if asked for); a folder written by `tfm export` translates with
@@ -15,8 +15,7 @@ from typing import Protocol
 from tfm.config import Config
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
-from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.rundir.paths import is_export
+from tfm.prediction.settings import DecodeSettings
 
 
 class Translator(Protocol):
@@ -61,16 +60,3 @@ class Translator(Protocol):
     def describe(self) -> dict[str, object]:
         """What decodes, for a report (`tfm eval --json`): the run, its step or its engine."""
         ...
-
-
-def open_translator(request: DecodeRequest, *, min_beam: int = 1) -> Translator:
-    """The run or export of `request`, opened once on its device, with its decode settings: the
-    requested beam size, else the config's but at least `min_beam` (and at least 5 to rerank);
-    the requested length penalty, else the config's."""
-    if request.run is not None and is_export(request.run):  # the one branch on the engine
-        from tfm.deploy.ct2_translator import open_exported
-
-        return open_exported(request, min_beam=min_beam)
-    from tfm.prediction.opening import open_torch
-
-    return open_torch(request, min_beam=min_beam)

@@ -46,7 +46,7 @@ def serve(
     api_key = check_access(options)
     _require_web_stack()
     listening = _listen(options.host, options.port)
-    from tfm.prediction.translator import open_translator
+    from tfm.commands.engines import open_translator
     from tfm.serve.app import create_app
 
     translator = open_translator(request)
