@@ -9,7 +9,7 @@ import datasets
 import pydantic
 import pytest
 
-import tfm.data
+import tfm.data.toy
 from tfm.config import SourceConfig, ToyConfig
 from tfm.data import corpus
 from tfm.data.corpus import LoadReport, load_split
@@ -193,7 +193,7 @@ def fake_toy(monkeypatch):
 
     module = types.SimpleNamespace(generate=generate)
     monkeypatch.setitem(sys.modules, "tfm.data.toy.generator", module)
-    monkeypatch.setattr(tfm.data, "toy", module, raising=False)
+    monkeypatch.setattr(tfm.data.toy, "generator", module, raising=False)
     corpus._toy_corpus.cache_clear()
     yield calls
     corpus._toy_corpus.cache_clear()
