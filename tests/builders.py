@@ -44,7 +44,7 @@ BASE = {
 }
 
 # Every key the recipe derives is given, at the schema's default unless BASE sets it: these tests
-# describe training as configured (tests/recipe describes the recipe).
+# describe training as configured (tests/training/recipe describes the recipe).
 _DEFAULTS = Config()
 for _section, _keys in RECIPE_KEYS.items():
     for _key in _keys:

@@ -108,12 +108,12 @@ LAYERS = [
         ],
     ),  # fmt: skip
     ("configuration", ["tfm.config"]),
-    ("model and data", ["tfm.transformer", "tfm.data", "tfm.loss"]),
+    ("model and data", ["tfm.transformer", "tfm.data", "tfm.training.loss"]),
     ("run directory", ["tfm.rundir"]),
     ("prediction", ["tfm.prediction"]),
     (
         "export, training and its recipe, pictures",
-        ["tfm.deploy", "tfm.training", "tfm.recipe", "tfm.visual"],
+        ["tfm.deploy", "tfm.training", "tfm.visual"],
     ),
     ("commands", ["tfm.commands", "tfm.serve"]),
     ("entry points", ["tfm.cli", "tfm.cli_options", "tfm.api", "tfm.__main__"]),

@@ -48,7 +48,6 @@ from tfm.data.tokenizer import (
 )
 from tfm.data.toy.generator import generate as generate_toy_corpus
 from tfm.deploy import export_run
-from tfm.loss import projected_loss_sum
 from tfm.prediction.likelihood import teacher_forced_loss
 from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
@@ -59,6 +58,7 @@ from tfm.rundir.store import CheckpointStore
 from tfm.training import StopFlag, optimizer_step, step, train
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas
+from tfm.training.loss import projected_loss_sum
 from tfm.training.schedule import build_optimizer
 from tfm.training.session import Session, open_session
 from tfm.training.state import Progress, UnreadSteps

@@ -503,7 +503,7 @@ def config_show(
     """Print the effective configuration, every key, as YAML that --config reads back."""
     path = None if config is None else str(config)
     if plan and not defaults:
-        from tfm.recipe.plan import show_planned
+        from tfm.training.recipe.plan import show_planned
 
         shown = show_planned(path, overrides or [], comments=comments)
     else:

@@ -5,8 +5,8 @@ import pytest
 from attack_helpers import error_line, invoke
 from builders import tiny_config_file
 
-from tfm.recipe import memory
-from tfm.recipe.memory import (
+from tfm.training.recipe import memory
+from tfm.training.recipe.memory import (
     STATE_BYTES_PER_PARAMETER,
     estimate_training_bytes,
     estimate_training_memory,

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tfm.loss import projected_loss_sum, token_loss_sum
+from tfm.training.loss import projected_loss_sum, token_loss_sum
 
 V, D = 50, 16
 

@@ -9,7 +9,7 @@ import torch
 from tiny_models import copy_batch, lively_model, padded_batch, train_copy_model
 
 from tfm.device import select_device
-from tfm.loss import projected_loss_sum
+from tfm.training.loss import projected_loss_sum
 from tfm.transformer import (
     ModelArgs,
     beam_search,

@@ -192,7 +192,7 @@ def render(root: type[BaseModel] = Config) -> str:
         "that names the key. `null` is YAML's empty value (none, off).",
         "",
         "A default marked *recipe* is derived from the training data when a config leaves the "
-        "key unset (`src/tfm/recipe/`): vocabulary, model shape, batch, learning rate and "
+        "key unset (`src/tfm/training/recipe/`): vocabulary, model shape, batch, learning rate and "
         "schedule, training length, validation and checkpoint cadence, averaging and beam. "
         "The value after it is the schema's, used where no plan is made. `tfm config show "
         "--config FILE` prints the plan, and a run's config.yaml holds it.",

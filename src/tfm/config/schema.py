@@ -31,7 +31,8 @@ SPLITS = ("train", "validation", "test")
 Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
 Layers = Annotated[int, Field(ge=1, le=MAX_LAYERS)]  # a stack's depth
 
-# The keys that `tfm.recipe` derives from the training data when a config leaves them unset.
+# The keys the recipe (`tfm.training.recipe`) derives from the training data when a config
+# leaves them unset.
 RECIPE_KEYS = {
     "tokenizer": ("vocab_size",),
     "model": ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "dropout"),

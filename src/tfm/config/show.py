@@ -41,7 +41,7 @@ def show_config(
 ) -> str:
     """`tfm config show --no-plan`: the effective configuration of `config` (a YAML file, or
     None) and `overrides`, every key, as YAML; with `defaults`, every key at its default.
-    (`tfm.recipe.plan.show_planned` is the same with the recipe's keys derived.)"""
+    (`tfm.training.recipe.plan.show_planned` is the same with the recipe's keys derived.)"""
     if defaults and (config is not None or overrides):
         raise UsageError("--defaults shows the schema's defaults; leave out --config and --set")
     return render_yaml(load_config(config, overrides), comments=comments)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from tfm.config import Config, TrainConfig
 from tfm.device import peak_memory_mib
-from tfm.recipe.checks import check_settings
 from tfm.training.data_parallel import DataParallel, steps_in_epoch
 from tfm.training.distributed import open_session_everywhere, process_group
 from tfm.training.progress import TrainingProgress
+from tfm.training.recipe.checks import check_settings
 from tfm.training.session import Session, StopFlag
 from tfm.training.state import LogWindow
 from tfm.training.step import optimizer_step

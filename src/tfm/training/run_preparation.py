@@ -22,12 +22,12 @@ from tfm.atomic import atomic_write_text
 from tfm.config import Config, load_config, to_yaml
 from tfm.data.tokenizer import FILE_NAME as TOKENIZER_FILE
 from tfm.errors import ConfigError, UsageError
-from tfm.recipe.plan import with_stored_plan
 from tfm.rundir.lock import LOCK_FILE, remove_run_files
 from tfm.rundir.manifest import MANIFEST_FILE, replace_text
 from tfm.rundir.metrics import read_metrics, truncate_metrics
 from tfm.rundir.paths import RunPaths, remember_run
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
+from tfm.training.recipe.plan import with_stored_plan
 from tfm.training.run_log import LOG_FILE
 
 BEFORE_FIRST_STEP = {"config.yaml", TOKENIZER_FILE, MANIFEST_FILE, LOG_FILE}  # before training

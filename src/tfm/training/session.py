@@ -22,8 +22,6 @@ from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast, precision_name, select_device, training_precision
 from tfm.errors import TrainingError, UsageError
-from tfm.recipe.memory import check_fits
-from tfm.recipe.plan import plan_run, with_stored_plan
 from tfm.rundir.checkpoint import NonFiniteStateError
 from tfm.rundir.manifest import TOKENIZER_FILE, check_manifest, record_manifest
 from tfm.rundir.metrics import append_event
@@ -31,6 +29,8 @@ from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.threads import use_threads
+from tfm.training.recipe.memory import check_fits
+from tfm.training.recipe.plan import plan_run, with_stored_plan
 from tfm.training.resume_policy import (
     OPTIMIZER_KEYS,
     RunIdentity,
@@ -246,8 +246,8 @@ def _with_plan(
     dtype: torch.dtype,
     tokenizer: Tokenizer | None,
 ) -> Config:
-    """`config` with the keys it leaves unset planned from the data (`tfm.recipe`), or, for a
-    run that goes on (a resume, or process > 0 under torchrun), taken from its stored config."""
+    """`config` with the keys it leaves unset planned from the data (`training.recipe`), or, for
+    a run that goes on (a resume, or process > 0 under torchrun), taken from its stored config."""
     if checkpoint is not None:
         stored = Config.model_validate(checkpoint.state["config"])
         return with_stored_plan(config, stored)

@@ -21,8 +21,8 @@ import torch
 
 from tfm.data.batching import Batch, pad_to_static_shape
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from tfm.loss import projected_loss_sum
 from tfm.training.data_parallel import DataParallel
+from tfm.training.loss import projected_loss_sum
 from tfm.training.schedule import rate_at
 from tfm.training.session import Session
 from tfm.training.state import DeviceStep

@@ -24,8 +24,8 @@ from tfm.data.pipeline import prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
 from tfm.data.tokenizer import UNK_ID
 from tfm.errors import DataError, UsageError
-from tfm.loss import projected_loss_sum
 from tfm.training import train
+from tfm.training.loss import projected_loss_sum
 from tfm.training.session import Session
 from tfm.transformer import ModelArgs, build_model
 

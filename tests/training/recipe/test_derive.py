@@ -7,8 +7,8 @@ import math
 import pytest
 
 from tfm.config import Config
-from tfm.recipe.checks import check_settings, checkpoints_kept
-from tfm.recipe.derive import (
+from tfm.training.recipe.checks import check_settings, checkpoints_kept
+from tfm.training.recipe.derive import (
     Settings,
     batch_tokens,
     default_epochs,
@@ -18,9 +18,9 @@ from tfm.recipe.derive import (
     vocab_size,
     warmup,
 )
-from tfm.recipe.fingerprint import SideFigures, TextFigures, TokenFigures, measure_tokens
-from tfm.recipe.ladder import LADDER, largest_for
-from tfm.recipe.plan import with_values
+from tfm.training.recipe.fingerprint import SideFigures, TextFigures, TokenFigures, measure_tokens
+from tfm.training.recipe.ladder import LADDER, largest_for
+from tfm.training.recipe.plan import with_values
 
 LATIN = SideFigures(words=8, chars=40, types=0, distinct_chars=0, scripts=(("LATIN", 1.0),))
 

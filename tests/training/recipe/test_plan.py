@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.config import Config, load_config
-from tfm.recipe.fingerprint import measure_texts
-from tfm.recipe.plan import unset_keys
+from tfm.training.recipe.fingerprint import measure_texts
+from tfm.training.recipe.plan import unset_keys
 
 DATA_ONLY = {
     "data": {"toy": {"n_train": 400, "n_validation": 8, "n_test": 8, "seed": 2}},

@@ -20,8 +20,8 @@ from tfm.data.pipeline import EncodedSplit
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import PAD_ID
 from tfm.device import autocast
-from tfm.loss import projected_loss_sum
-from tfm.recipe.ladder import Shape
+from tfm.training.loss import projected_loss_sum
+from tfm.training.recipe.ladder import Shape
 from tfm.transformer import Transformer, build_model, greedy_decode
 
 UNTIMED_STEPS = 2  # first: allocations and first-call costs

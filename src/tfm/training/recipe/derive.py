@@ -36,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tfm.recipe.fingerprint import TextFigures, TokenFigures
-from tfm.recipe.ladder import LADDER, Shape, largest_for
+from tfm.training.recipe.fingerprint import TextFigures, TokenFigures
+from tfm.training.recipe.ladder import LADDER, Shape, largest_for
 
 SHAPE_KEYS = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff")
 

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 BYTES_PER_VALUE = 4  # float32
 STATE_BYTES_PER_PARAMETER = 4 * BYTES_PER_VALUE  # weight, gradient, AdamW's exp_avg, exp_avg_sq
-LOSS_CHUNK_ROWS = 1024  # rows of the vocabulary projection at a time (tfm.loss)
+LOSS_CHUNK_ROWS = 1024  # rows of the vocabulary projection at a time (tfm.training.loss)
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,13 @@ from tfm.data.tokenizer import Tokenizer
 from tfm.device import resolve_precision, select_device
 from tfm.errors import ConfigError
 from tfm.prediction.scoring import bleu_tokenizer_for
-from tfm.recipe.calibration import Calibration
-from tfm.recipe.checks import check_settings, check_texts
-from tfm.recipe.derive import Settings, derive, vocab_size
-from tfm.recipe.fingerprint import TextFigures, TokenFigures, measure_texts, measure_tokens
-from tfm.recipe.ladder import Shape
-from tfm.recipe.memory import available_bytes, estimate_training_bytes
 from tfm.threads import use_threads
+from tfm.training.recipe.calibration import Calibration
+from tfm.training.recipe.checks import check_settings, check_texts
+from tfm.training.recipe.derive import Settings, derive, vocab_size
+from tfm.training.recipe.fingerprint import TextFigures, TokenFigures, measure_texts, measure_tokens
+from tfm.training.recipe.ladder import Shape
+from tfm.training.recipe.memory import available_bytes, estimate_training_bytes
 
 log = logging.getLogger(__name__)
 
