@@ -36,13 +36,19 @@ def resume(run: Path, *sets: str):
     return invoke(*resume_args(run, *sets))
 
 
-def start_tfm(*args: str | Path, file_size_limit: int | None = None) -> subprocess.Popen:
+def start_tfm(
+    *args: str | Path, file_size_limit: int | None = None, sigint_ignored: bool = False
+) -> subprocess.Popen:
     """`tfm ARGS` in a child process; with `file_size_limit`, no file it writes may grow past
-    that many bytes (a write beyond fails with EFBIG, as a full disk fails with ENOSPC)."""
+    that many bytes (a write beyond fails with EFBIG, as a full disk fails with ENOSPC); with
+    `sigint_ignored`, started with SIGINT ignored, as a shell starts a background job."""
 
     def limit() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write instead of killing us
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+        if sigint_ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if file_size_limit:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # fail the write instead of killing us
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
 
     path = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
@@ -52,7 +58,7 @@ def start_tfm(*args: str | Path, file_size_limit: int | None = None) -> subproce
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        preexec_fn=limit if file_size_limit else None,
+        preexec_fn=limit if file_size_limit or sigint_ignored else None,
     )
 
 

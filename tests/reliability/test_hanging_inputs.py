@@ -75,7 +75,8 @@ def wait_for(process, text: str) -> str:
     ids=["train SIGTERM", "prepare SIGINT"],
 )
 def test_a_signal_stops_tokenizer_training_at_once(tmp_path, slow_bpe_config, command, sent, code):
-    process = start_tfm(*command, "--config", slow_bpe_config)
+    # Started with SIGINT ignored (a shell's background job): a signal sent on purpose still stops.
+    process = start_tfm(*command, "--config", slow_bpe_config, sigint_ignored=True)
     wait_for(process, "learning BPE from the 200 training pairs")
     time.sleep(0.5)  # inside the Rust trainer
     process.send_signal(sent)
