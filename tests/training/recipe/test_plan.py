@@ -3,6 +3,7 @@ written to the run's config.yaml, shown by `tfm config show` without training, k
 run resumes, and never overrides what the config sets."""
 
 import logging
+import re
 
 import yaml
 from typer.testing import CliRunner
@@ -132,3 +133,17 @@ def test_tfm_average_averages_the_planned_checkpoints_by_default(tmp_path, caplo
     )
     assert refused.exit_code == 2
     assert "plans no averaging (train.average_last: 1); give --last N or --best N" in refused.stderr
+
+
+def test_a_time_budget_is_divided_by_the_step_timed_on_this_machine(tmp_path):
+    train = {"max_minutes": 0.5, "threads": 1, "tensorboard": False}  # no step budget given
+    shown = invoke("config", "show", "--config", config_file(tmp_path, train=train))
+    assert shown.exit_code == 0, shown.output
+    found = re.search(r"train\.max_minutes=0\.5 at ([\d.]+) s a step: ([\d,]+) steps", shown.stdout)
+    assert found, shown.stdout
+    seconds, steps = float(found[1]), int(found[2].replace(",", ""))
+    assert 0 < seconds < 30 and steps >= 1
+    (tmp_path / "shown.yaml").write_text(shown.stdout, encoding="utf-8")
+    planned = load_config(tmp_path / "shown.yaml")  # the timed length is the run's length
+    assert planned.train.max_steps == steps and planned.train.max_epochs is None
+    assert planned.train.decay_steps == steps - planned.train.warmup_steps

@@ -60,7 +60,8 @@ class Settings:
     steps: int | None = None  # the planned training steps, once derived
 
     def get(self, section: str, key: str):
-        if key in self.given.get(section, {}):
+        """The key's value: the config's, else the derived one (None before it is derived)."""
+        if self.is_given(section, key):
             return self.given[section][key]
         return self.derived.get(section, {}).get(key)
 
@@ -161,8 +162,7 @@ def derive(
     budget (`minutes`), and is None without one; `bleu_ready` says whether sacreBLEU's
     tokenizer for the target language is installed; `fits(shape, max_tokens)` whether training a
     shape fits in the device's memory (a rung that does not is never chosen)."""
-    max_tokens = settings.get("train", "max_tokens") or batch_tokens(tokens, gpu=gpu)
-    settings.set("train", "max_tokens", max_tokens)
+    settings.set("train", "max_tokens", batch_tokens(tokens, gpu=gpu))
     max_tokens = settings.get("train", "max_tokens")
     per_epoch = max(batches_per_epoch(max_tokens), 1)
     top = largest_for(tokens.tgt_tokens)

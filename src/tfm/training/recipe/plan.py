@@ -166,16 +166,13 @@ def _batches_per_epoch(train: EncodedSplit, seed: int) -> Callable[[int], int]:
 def _clock(
     config: Config, train: EncodedSplit, device: torch.device, dtype: torch.dtype
 ) -> Calibration:
-    tokenizer_holder: dict[str, EncodedSplit] = {}
-
+    @cache  # read and encoded once, and only if a validation is timed
     def validation() -> EncodedSplit:
-        if "split" not in tokenizer_holder:
-            tokenizer = prepared_entry(config, announce=False).tokenizer()
-            splits, _ = prepare_splits(
-                config.data, config.tokenizer, ("validation",), tokenizer=tokenizer
-            )
-            tokenizer_holder["split"] = splits["validation"]
-        return tokenizer_holder["split"]
+        tokenizer = prepared_entry(config, announce=False).tokenizer()
+        splits, _ = prepare_splits(
+            config.data, config.tokenizer, ("validation",), tokenizer=tokenizer
+        )
+        return splits["validation"]
 
     return Calibration(
         train=train,
