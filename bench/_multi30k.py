@@ -82,8 +82,9 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
 
 def data_dir(given: Path | None = None) -> Path:
     """The Multi30k folder: `given` (--data), else $TFM_MULTI30K, else the default beside the
-    checkout (see `require_data` for one that must be there)."""
-    return given or Path(os.environ.get("TFM_MULTI30K") or DEFAULT_DATA)
+    checkout (see `require_data` for one that must be there), made absolute: the benches move
+    into a temporary directory while they train."""
+    return (given or Path(os.environ.get("TFM_MULTI30K") or DEFAULT_DATA)).absolute()
 
 
 def require_data(given: Path | None = None) -> Path:

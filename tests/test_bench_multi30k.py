@@ -161,3 +161,19 @@ def test_parallel_seeds_share_the_cpu_threads(bench, monkeypatch, tmp_path, capf
         "[b] last train.seed=1",
         "[b] threads 2",
     ]
+
+
+def test_a_relative_data_folder_is_still_found_after_the_bench_moves_into_its_run_folder(
+    monkeypatch, tmp_path
+):
+    """The benches train inside a temporary working directory: `--data data/multi30k` given
+    from the checkout must keep naming the checkout's folder."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import _multi30k
+
+    (tmp_path / "data" / "multi30k").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    folder = _multi30k.require_data(Path("data/multi30k"))
+    monkeypatch.chdir(tmp_path / "data")  # where a bench would have moved
+    assert folder == tmp_path / "data" / "multi30k"
+    assert folder.is_dir()
