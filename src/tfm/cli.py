@@ -413,6 +413,7 @@ def attention(
     kind: Annotated[str, typer.Option(help="cross, encoder or decoder attention.")] = "cross",
     layer: Annotated[int | None, typer.Option(help="Layer 1..L; default: all.")] = None,
     head: Annotated[int | None, typer.Option(help="Head 1..H; default: all.")] = None,
+    checkpoint: CheckpointOption = None,
 ) -> None:
     """Translate a sentence and draw its attention weights per head; prints the file written
     (default: attention-KIND.png)."""
@@ -420,7 +421,9 @@ def attention(
     from tfm.commands.pictures import plot_attention
 
     [sentence] = check_arguments([sentence])
-    typer.echo(plot_attention(run, sentence, out, kind=kind, layer=layer, head=head))
+    typer.echo(
+        plot_attention(run, sentence, out, kind=kind, layer=layer, head=head, checkpoint=checkpoint)
+    )
 
 
 @app.command()

@@ -3,6 +3,7 @@ n-best lists of distinct texts, and `--checkpoint` for when best.pt is bad."""
 
 from dataclasses import replace
 
+import matplotlib.image
 import pytest
 from typer.testing import CliRunner
 
@@ -116,3 +117,25 @@ def test_a_corrupt_best_pt_advises_checkpoint_which_then_works(copy_of_trained_r
     assert err.endswith(f"; {advice} (newest: {newest})\n")
     code, out, err = invoke("translate", "--run", run, "--checkpoint", newest, "a dog")
     assert code == 0 and out.strip() != "", err
+
+
+def test_attention_draws_the_model_of_checkpoint_where_best_pt_is_corrupt(
+    copy_of_trained_run, tmp_path
+):
+    """`tfm attention` takes --checkpoint as eval and translate do, so the advice for a corrupt
+    best.pt holds for it too; each checkpoint's picture is its own model's."""
+    run = copy_of_trained_run
+    best = run / "best.pt"
+    best.write_bytes(best.read_bytes()[: best.stat().st_size // 2])
+    out = tmp_path / "cross.png"
+    code, _, err = invoke("attention", "--run", run, "--out", out, "a dog")
+    assert code == 1 and "give --checkpoint FILE" in err and not out.exists()
+    pictures = []
+    for step in (100, 200):
+        out = tmp_path / f"cross-{step}.png"
+        checkpoint = f"checkpoints/step-{step:08d}.pt"
+        code, stdout, err = invoke("attention", "--run", run, "--checkpoint", checkpoint,
+                                   "--out", out, "a dog")  # fmt: skip
+        assert code == 0 and stdout.strip() == str(out), err
+        pictures.append(matplotlib.image.imread(out))
+    assert pictures[0].shape != pictures[1].shape or (pictures[0] != pictures[1]).any()

@@ -29,11 +29,13 @@ def plot_attention(
     kind: str = "cross",
     layer: int | None = None,
     head: int | None = None,
+    checkpoint: str | Path | None = None,
 ) -> Path:
-    """Translate `sentence` with the run's model on the CPU and draw its `kind` attention for
-    `layer` and `head` (1-based; None: all) to `out` (default: attention-KIND.png)."""
+    """Translate `sentence` with the run's model (best.pt, or `checkpoint`) on the CPU and draw
+    its `kind` attention for `layer` and `head` (1-based; None: all) to `out` (default:
+    attention-KIND.png)."""
     out = check_output_path(out or Path(f"attention-{check_kind(kind)}.png"))
-    trained = load_run(run, torch.device("cpu"))
+    trained = load_run(run, torch.device("cpu"), checkpoint=checkpoint)
     decoding = trained.config.decoding
     view = sentence_attention(
         trained.model,

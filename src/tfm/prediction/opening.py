@@ -106,7 +106,7 @@ def open_torch(request: DecodeRequest, *, min_beam: int = 1) -> TorchTranslator:
         min_beam = max(min_beam, RERANK_MIN_BEAM)
     target = select_device(request.device or "auto")
     use_threads(request.threads, level=logging.DEBUG)  # translate stays a quiet filter
-    trained = _load_main(request, target)
+    trained = _load_main(request.run, request.checkpoint, target)
     dtype = resolve_precision(trained.config.train.precision, target)
     settings = DecodeSettings.from_config(
         trained.config.decoding, target, dtype, beam_size=request.beam_size,
@@ -122,24 +122,31 @@ def open_torch(request: DecodeRequest, *, min_beam: int = 1) -> TorchTranslator:
 
 
 def load_run(
-    run: str | Path | None, target: torch.device, *, option: str = "--run"
+    run: str | Path | None,
+    target: torch.device,
+    *,
+    option: str = "--run",
+    checkpoint: str | Path | None = None,
 ) -> TrainedModel:
-    """The trained run `run` (None: the one last trained from here) on `target`; an exported
-    folder is refused, naming `option`: only a tfm run has the model these options need."""
+    """The trained run `run` (None: the one last trained from here) on `target`, with its
+    best.pt or `checkpoint` (see `_load_main`); an exported folder is refused, naming `option`:
+    only a tfm run has the model these options need."""
     if run is not None and is_export(run):
         raise UsageError(
             f"{option} {run}: a CTranslate2 export cannot be used here; give the tfm run "
             "directory it was exported from"
         )
-    return load_trained(find_run(run), target)
+    return _load_main(run, checkpoint, target)
 
 
-def _load_main(request: DecodeRequest, target: torch.device) -> TrainedModel:
-    """The requested run with its best.pt (or last.pt), or with `request.checkpoint`; a corrupt
-    best.pt is an error that advises `--checkpoint` with one of the run's checkpoints."""
-    paths = find_run(request.run)
-    if request.checkpoint is not None:
-        return load_trained(paths, target, model_file=_checkpoint_file(paths, request.checkpoint))
+def _load_main(
+    run: str | Path | None, checkpoint: str | Path | None, target: torch.device
+) -> TrainedModel:
+    """The run with its best.pt (or last.pt), or with `checkpoint`; a corrupt best.pt is an
+    error that advises `--checkpoint` with one of the run's checkpoints."""
+    paths = find_run(run)
+    if checkpoint is not None:
+        return load_trained(paths, target, model_file=_checkpoint_file(paths, checkpoint))
     try:
         return load_trained(paths, target)
     except CorruptCheckpointError as exc:
