@@ -15,7 +15,9 @@ The rules, in the order they are applied:
   about 64 steps or more, in [1024, 4096] on a CPU, [2048, 16384] on a GPU;
 - model: the largest rung of the ladder (`ladder.py`) that the corpus has enough target tokens
   for, whose training fits in the device's memory and, under a time budget, that trains at
-  least `min_epochs` in it; each smaller rung is timed in turn until one does;
+  least `min_epochs` in it and at least `STEPS_PER_LAYER` steps per layer of its stacks (a
+  deeper stack needs more updates before it overtakes a shallower one); each smaller rung is
+  timed in turn until one does;
 - length: the steps the budget gives (max_steps; max_epochs; or max_minutes at the timed speed,
   less validation, with a margin); without any budget, `default_epochs` epochs;
 - dropout 0.1 for corpora trained for few epochs, 0.2 or 0.3 the more epochs they get; label
@@ -46,6 +48,7 @@ VALIDATIONS = 8  # in a run, besides the one at its end
 VALIDATION_SHARE = 0.15  # of a time budget, at most, spent validating
 AVERAGE = 5  # checkpoints averaged at the end
 CHECKPOINT_SHARE = 0.03  # of the steps, between checkpoints: the last AVERAGE span 15%
+STEPS_PER_LAYER = 1000  # a rung under a time budget needs this many steps per stack layer
 
 
 @dataclass
@@ -229,8 +232,14 @@ def _shape_and_length(
         for index in range(top, -1, -1):
             shape = shape_of(settings, LADDER[index])
             timed, seconds = _timed_steps(clock, shape, max_tokens, minutes)
-            if timed >= fewest * per_epoch:
+            layers = max(shape.n_encoder_layers, shape.n_decoder_layers)
+            needed = max(fewest * per_epoch, STEPS_PER_LAYER * layers)
+            if timed >= needed or index == 0:
                 break
+            settings.lines.append(
+                f"model {shape.name} left out: {timed:,} steps at {seconds:.2f} s, fewer than its "
+                f"{needed:,} ({fewest} epochs, {STEPS_PER_LAYER:,} a layer)"
+            )
     elif minutes is not None and clock is not None and not counted:
         timed, seconds = _timed_steps(clock, shape, max_tokens, minutes)
     if counted:
