@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--seconds", type=float, default=60, help="Seconds a round, at most.")
     parser.add_argument("--threads", type=int, default=1, help="The server's threads.")
     parser.add_argument("--engines", default="torch,int8", help="torch and/or int8.")
+    parser.add_argument(
+        "--device", help="The torch server's device (default: the run's; cpu for a GPU run)."
+    )
     parser.add_argument("--json", type=Path, help="Also write the rows here.")
     args = parser.parse_args(argv)
     if args.quick:
@@ -112,6 +115,8 @@ def _engine_rows(engine: str, model: Path, sentences: list[str], counts: list[in
         "--max-queue",
         "1024",
     ]
+    if args.device and engine == "torch":
+        command += ["--device", args.device]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     server = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
