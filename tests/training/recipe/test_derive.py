@@ -133,20 +133,24 @@ def test_a_time_budget_takes_the_largest_shape_that_trains_enough_epochs():
     assert min_epochs(30_000) == 12
 
 
-@pytest.mark.parametrize(("minutes", "chosen"), [(30, "xs"), (60, "s")])
-def test_a_deeper_shape_needs_a_thousand_steps_a_layer(minutes, chosen):
-    """Under 30 minutes s trains 2,293 steps, its 12 epochs but under the 3,000 its three
-    layers need, so xs is chosen; under 60 it trains 4,693 and is (m: 1,177 steps, 11.8
-    epochs)."""
+@pytest.mark.parametrize(
+    ("minutes", "max_tokens", "chosen"), [(30, 2048, "xs"), (60, 2048, "s"), (30, 4096, "s")]
+)
+def test_a_deeper_shape_needs_two_million_batch_tokens_a_layer(minutes, max_tokens, chosen):
+    """Under 30 minutes s trains 2,293 steps, its 12 epochs but under the 3,000 steps of 2,048
+    tokens its three layers need, so xs is chosen; under 60 it trains 4,693 and is (m: 1,177
+    steps, 11.8 epochs). Batches of 4,096 tokens need only 1,500 steps for s's layers."""
     fake = FakeClock()
-    settings = planned(30_000, minutes=minutes, clock=fake, per_epoch=lambda max_tokens: 100)
+    given = {"train": {"max_tokens": max_tokens}}
+    settings = planned(30_000, given=given, minutes=minutes, clock=fake,
+                       per_epoch=lambda max_tokens: 100)  # fmt: skip
     assert fake.timed[:2] == ["m", "s"]
     s_steps = int(0.92 * (minutes * 60 - 80) / (LADDER[1].weights() / 2e6))
     left_out = [line for line in settings.lines if line.startswith("model s left out")]
     assert (chosen == "xs") == bool(left_out)
     if left_out:
         assert left_out[0] == (f"model s left out: {s_steps:,} steps at 0.69 s, fewer than its "
-                               "3,000 (12 epochs, 1,000 a layer)")  # fmt: skip
+                               "3,000 (12 epochs; 1,000 steps of 2048 tokens a layer)")  # fmt: skip
     else:
         assert settings.steps == s_steps
     assert settings.get("model", "n_encoder_layers") == {"xs": 2, "s": 3}[chosen]

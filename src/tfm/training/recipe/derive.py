@@ -15,8 +15,9 @@ The rules, in the order they are applied:
   about 64 steps or more, in [1024, 4096] on a CPU, [2048, 16384] on a GPU;
 - model: the largest rung of the ladder (`ladder.py`) that the corpus has enough target tokens
   for, whose training fits in the device's memory and, under a time budget, that trains at
-  least `min_epochs` in it and at least `STEPS_PER_LAYER` steps per layer of its stacks (a
-  deeper stack needs more updates before it overtakes a shallower one); each smaller rung is
+  least `min_epochs` in it and at least `TOKENS_PER_LAYER` batch tokens per layer of its stacks
+  (a deeper stack needs more training before it overtakes a shallower one: 1,000 steps a layer
+  of 2,048-token batches, 500 of 4,096-token ones); each smaller rung is
   timed in turn until one does;
 - length: the steps the budget gives (max_steps; max_epochs; or max_minutes at the timed speed,
   less validation, with a margin); without any budget, `default_epochs` epochs;
@@ -48,7 +49,7 @@ VALIDATIONS = 8  # in a run, besides the one at its end
 VALIDATION_SHARE = 0.15  # of a time budget, at most, spent validating
 AVERAGE = 5  # checkpoints averaged at the end
 CHECKPOINT_SHARE = 0.03  # of the steps, between checkpoints: the last AVERAGE span 15%
-STEPS_PER_LAYER = 1000  # a rung under a time budget needs this many steps per stack layer
+TOKENS_PER_LAYER = 2_048_000  # batch tokens a rung under a time budget needs per stack layer
 
 
 @dataclass
@@ -233,12 +234,13 @@ def _shape_and_length(
             shape = shape_of(settings, LADDER[index])
             timed, seconds = _timed_steps(clock, shape, max_tokens, minutes)
             layers = max(shape.n_encoder_layers, shape.n_decoder_layers)
-            needed = max(fewest * per_epoch, STEPS_PER_LAYER * layers)
+            per_layer = math.ceil(TOKENS_PER_LAYER / max_tokens)
+            needed = max(fewest * per_epoch, per_layer * layers)
             if timed >= needed or index == 0:
                 break
             settings.lines.append(
                 f"model {shape.name} left out: {timed:,} steps at {seconds:.2f} s, fewer than its "
-                f"{needed:,} ({fewest} epochs, {STEPS_PER_LAYER:,} a layer)"
+                f"{needed:,} ({fewest} epochs; {per_layer:,} steps of {max_tokens} tokens a layer)"
             )
     elif minutes is not None and clock is not None and not counted:
         timed, seconds = _timed_steps(clock, shape, max_tokens, minutes)
