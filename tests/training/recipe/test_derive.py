@@ -52,8 +52,10 @@ def test_vocabulary_is_a_quarter_of_the_word_types_within_bounds():
     assert vocab_size(texts(10_000, 8_000, chars=2_600)) == 5200  # twice the characters
 
 
-def test_batch_is_about_a_64th_of_an_epoch_within_the_device_bounds():
-    assert batch_tokens(tokens(10_000), gpu=False) == 2048  # 140,000 / 64 = 2,188
+def test_batch_gives_an_epoch_at_least_100_steps_within_the_device_bounds():
+    assert batch_tokens(tokens(10_000), gpu=False) == 1024  # 140,000 / 100 = 1,400
+    assert batch_tokens(tokens(20_000), gpu=False) == 2048  # 2,800: 4,096 would give 69 steps
+    assert batch_tokens(tokens(30_000), gpu=False) == 4096  # 4,200
     assert batch_tokens(tokens(1_000), gpu=False) == 1024
     assert batch_tokens(tokens(10**6), gpu=False) == 4096
     assert batch_tokens(tokens(10**6), gpu=True) == 16384
