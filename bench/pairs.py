@@ -13,8 +13,8 @@ adds keys to the data-only config:
 - derived: nothing; the recipe from the data;
 - example: the settings of a fixed hand-written recipe (the 7.6M model, a 8,000 BPE vocabulary,
   4,096-token batches, peak rate 1e-3 after 800 steps, §5.3's decay) for a corpus of ~30k pairs;
-- wide, small-batch, big-vocab, low-dropout: the recipe with one choice changed (the 7.6M
-  model's d_model 256 shape, 1,024-token batches, an 8,000 BPE vocabulary, or dropout 0.1).
+- wide, large-batch, big-vocab, low-dropout: the recipe with one choice changed (the 7.6M
+  model's d_model 256 shape, 2,048-token batches, an 8,000 BPE vocabulary, or dropout 0.1).
 
 `--parallel N` trains N runs at a time (each on `--threads`); runs of one pair go together, so
 that the variants of a pair share the machine's load. The table: pair, variant, model and batch
@@ -55,7 +55,7 @@ VARIANTS: dict[str, dict] = {
     },
     "wide": {"model": {"d_model": 256, "n_heads": 4, "n_encoder_layers": 3,
                        "n_decoder_layers": 3, "d_ff": 1024}},
-    "small-batch": {"train": {"max_tokens": 1024}},
+    "large-batch": {"train": {"max_tokens": 2048}},
     "big-vocab": {"tokenizer": {"vocab_size": 8000}},
     "low-dropout": {"model": {"dropout": 0.1}},
 }  # fmt: skip
