@@ -19,8 +19,8 @@ The rules, in the order they are applied:
   for, whose training fits in the device's memory and, under a time budget, that trains at
   least `min_epochs` in it and at least `TOKENS_PER_LAYER` batch tokens per layer of its stacks
   (a deeper stack needs more training before it overtakes a shallower one: 1,000 steps a layer
-  of 2,048-token batches, 500 of 4,096-token ones); each smaller rung is
-  timed in turn until one does;
+  of 2,048-token batches, 500 of 4,096-token ones); each smaller rung is timed in turn until
+  one does;
 - length: the steps the budget gives (max_steps; max_epochs; or max_minutes at the timed speed,
   less validation, with a margin); without any budget, `default_epochs` epochs;
 - dropout 0.1 for corpora trained for few epochs, 0.2 or 0.3 the more epochs they get; label
@@ -234,11 +234,11 @@ def _shape_and_length(
     shape, timed, seconds = shape_of(settings, LADDER[top]), None, 0.0
     if minutes is not None and clock is not None and shape.name != "given":
         fewest = min_epochs(tokens.pairs)
+        per_layer = math.ceil(TOKENS_PER_LAYER / max_tokens)
         for index in range(top, -1, -1):
             shape = shape_of(settings, LADDER[index])
             timed, seconds = _timed_steps(clock, shape, max_tokens, minutes)
             layers = max(shape.n_encoder_layers, shape.n_decoder_layers)
-            per_layer = math.ceil(TOKENS_PER_LAYER / max_tokens)
             needed = max(fewest * per_epoch, per_layer * layers)
             if timed >= needed or index == 0:
                 break
