@@ -303,7 +303,7 @@ class TrainConfig(StrictModel):
     schedule: Literal["inverse_sqrt", "cosine"] = Field(
         "inverse_sqrt",
         description="Decay after warm-up: inverse_sqrt, as 1/sqrt(step) (§5.3); cosine, from the "
-        "peak down to 5% of it over `decay_steps`, then flat.",
+        "peak down to 30% of it over `decay_steps`, then flat.",
     )
     decay_steps: int | None = Field(
         None,

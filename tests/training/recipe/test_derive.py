@@ -13,6 +13,7 @@ from tfm.training.recipe.derive import (
     batch_tokens,
     default_epochs,
     derive,
+    dropout,
     min_epochs,
     peak_rate,
     vocab_size,
@@ -85,6 +86,7 @@ def test_dropout_grows_with_the_epochs_a_small_corpus_gets():
     assert planned(1_000_000).derived["model"]["dropout"] == 0.1  # big: few epochs
     assert planned(30_000).derived["model"]["dropout"] == 0.2  # 40 epochs
     assert planned(5_000).derived["model"]["dropout"] == 0.3  # 98 epochs
+    assert (dropout(29_000, 24), dropout(29_000, 26), dropout(29_000, 51)) == (0.1, 0.2, 0.3)
 
 
 def test_the_best_model_is_chosen_by_chrf_where_bleu_cannot_tokenize_the_target():
