@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from tfm.training.schedule import FLOOR, learning_rate
+from tfm.training.schedule import learning_rate
 
 
 def test_warm_up_is_linear_and_inverse_square_root_halves_the_rate_at_four_times_it():
@@ -17,7 +17,6 @@ def test_the_cosine_decay_ends_at_three_tenths_of_the_peak_and_stays_there():
     def rate(step: int) -> float:
         return learning_rate(step, peak=2e-3, warmup_steps=100, schedule="cosine", decay_steps=1000)
 
-    assert FLOOR == 0.3
     assert rate(100) == pytest.approx(2e-3)
     assert rate(600) == pytest.approx(2e-3 * 0.65)  # halfway: (1 + 0.3) / 2
     assert rate(350) == pytest.approx(2e-3 * (0.3 + 0.7 * (1 + math.cos(math.pi / 4)) / 2))
