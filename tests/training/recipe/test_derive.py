@@ -74,12 +74,23 @@ def test_rate_warmup_and_decay_follow_the_planned_steps():
     t = settings.derived["train"]
     steps = settings.steps
     assert t["max_epochs"] == default_epochs(30_000) == 40 and t["max_steps"] is None
-    assert t["warmup_steps"] == warmup(steps) == round(0.08 * steps)
+    layers = settings.get("model", "n_encoder_layers") + settings.get("model", "n_decoder_layers")
+    assert t["warmup_steps"] == warmup(steps, layers) == max(round(0.08 * steps), 120 * layers)
     assert t["schedule"] == "cosine" and t["decay_steps"] == steps - t["warmup_steps"]
     assert t["lr"] == peak_rate(settings.get("model", "d_model"))
     assert peak_rate(256) == 1e-3 and peak_rate(512) == 5e-4 and peak_rate(128) == 2e-3
-    assert (warmup(100), warmup(1000), warmup(10_000), warmup(10**6)) == (25, 150, 800, 4000)
+    assert (warmup(100, 4), warmup(1000, 4), warmup(10_000, 4), warmup(10**6, 6)) == (
+        25, 250, 800, 4000,
+    )  # fmt: skip
     assert t["validate_every"] == math.ceil(steps / 8)
+
+
+def test_a_deeper_stack_warms_up_longer():
+    # Multi30k's hour of m (3+3 layers): 8% of 3,242 steps is 259, too short for a post-norm stack
+    # of six layers; 120 steps a layer give 720. Tatoeba's xs (2+2) plans are past their 480.
+    assert warmup(3242, 6) == 720 and warmup(3242, 4) == 480 and warmup(3242, 2) == 259
+    assert warmup(7000, 4) == 560 == round(0.08 * 7000)
+    assert warmup(2000, 6) == 500  # never more than a quarter of the steps
 
 
 def test_dropout_grows_with_the_epochs_a_small_corpus_gets():
