@@ -134,8 +134,8 @@ def peak_rate(d_model: int) -> float:
 def warmup(steps: int, layers: int) -> int:
     """8% of the steps, at least `WARMUP_PER_LAYER` a layer of the two stacks but never more than
     a quarter of the steps, at most 4000."""
-    floor = WARMUP_PER_LAYER * layers
-    return int(min(max(min(max(round(0.08 * steps), floor), steps // 4), 1), 4000))
+    wanted = max(round(0.08 * steps), WARMUP_PER_LAYER * layers)
+    return max(min(wanted, steps // 4, 4000), 1)
 
 
 def shape_of(settings: Settings, rung: Shape) -> Shape:
