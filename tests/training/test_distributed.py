@@ -19,9 +19,10 @@ import torch
 from builders import WIDER, tiny_config_file, train_losses
 
 from tfm.config import load_config
+from tfm.data.batching import steps_in_epoch
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import loop, train
-from tfm.training.data_parallel import shard, steps_in_epoch
+from tfm.training.data_parallel import shard
 from tfm.training.distributed import from_environment
 
 pytestmark = pytest.mark.skipif(

@@ -193,6 +193,14 @@ class TokenBatchSampler:
         return batches
 
 
+def steps_in_epoch(n_batches: int, *, accumulate: int, world_size: int) -> int:
+    """The optimizer steps training makes of an epoch of `n_batches` global batches: one per
+    `world_size × accumulate` batches (processes × accumulated), and one more for a rest that
+    gives every process one (`training.data_parallel.shard`)."""
+    per_step = world_size * accumulate
+    return n_batches // per_step + (n_batches % per_step >= world_size)
+
+
 def inference_batches(lengths: Sequence[int], *, max_tokens: int) -> list[list[int]]:
     """Decoding batches, longest first (memory trouble shows at once), B × longest <= max_tokens.
 

@@ -2,6 +2,7 @@
 
     run_dir/
       config.yaml        the resolved config the run was trained with
+      plan.json          each key the recipe derived, with its rule (tfm.training.run_plan)
       tokenizer.json     the BPE tokenizer (see tfm.data.tokenizer for separate vocabularies)
       best.pt            model weights with the best validation score (+ how to build the model)
       last.pt            model weights after the last step
@@ -37,6 +38,10 @@ class RunPaths:
     @property
     def config(self) -> Path:
         return self.root / "config.yaml"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
 
     @property
     def best(self) -> Path:

@@ -22,6 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tfm.errors import UsageError
 from tfm.training.distributed import Replicas
 from tfm.training.session import Session, StopFlag
+from tfm.training.state import Progress, StepPlan
 from tfm.training.validation import validate_and_checkpoint
 
 log = logging.getLogger(__name__)
@@ -64,13 +65,6 @@ def shard(
     if len(span) < world_size:
         return [], len(span)
     return span[rank::world_size], len(span)
-
-
-def steps_in_epoch(n_batches: int, *, accumulate: int, world_size: int) -> int:
-    """The optimizer steps `shard` makes of an epoch of `n_batches` global batches: one per
-    `world_size × accumulate` batches, and one more for a rest that gives every process one."""
-    per_step = world_size * accumulate
-    return n_batches // per_step + (n_batches % per_step >= world_size)
 
 
 def compiled(
@@ -193,6 +187,26 @@ class DataParallel:
         if not self.replicas.active:
             return out_of_time
         return bool(self._agree_with(int(out_of_time)))
+
+    def largest(self, value: float) -> float:
+        """`value`'s largest over all processes: a time every process then plans with."""
+        if not self.replicas.active:
+            return value
+        values = torch.tensor([value], dtype=torch.float64, device=self.replicas.device)
+        dist.all_reduce(values, op=dist.ReduceOp.MAX)
+        return float(values.item())
+
+    def share_plan(self, progress: Progress) -> None:
+        """Give every process process 0's re-planned length (`Progress.plan`)."""
+        plan = progress.plan
+        if not self.replicas.active or plan is None:
+            return
+        fields = [plan.end, plan.decay_from, plan.decay_done, plan.checkpoint_every or 0,
+                  plan.cooling]  # fmt: skip
+        values = torch.tensor(fields, dtype=torch.float64, device=self.replicas.device)
+        dist.broadcast(values, src=0)
+        end, start, done, every, cooling = values.tolist()
+        progress.plan = StepPlan(int(end), int(start), done, int(every) or None, bool(cooling))
 
     def validate(self) -> bool:
         """Validate and checkpoint on process 0; True when early stopping says stop."""

@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass
 
 from tfm.config import Config, TrainConfig
+from tfm.data.batching import steps_in_epoch
 from tfm.device import peak_memory_mib
-from tfm.training.data_parallel import DataParallel, steps_in_epoch
+from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import open_session_everywhere, process_group
 from tfm.training.progress import TrainingProgress
 from tfm.training.recipe.checks import check_settings
@@ -41,7 +42,9 @@ class TrainResult:
     interrupted_by: str | None = None
     rank: int = 0  # this process's rank under torchrun; only rank 0 writes files
     peak_mib: float = 0.0  # the most memory held: process RSS, or GPU allocations on CUDA
-    planned_steps: int | None = None  # what the step and epoch budgets allowed
+    planned_steps: int | None = None  # what the step and epoch budgets allowed, as re-planned
+    elapsed_s: float = 0.0  # training and validation time, all sessions of the run together
+    budget_s: float | None = None  # train.max_minutes in seconds
     last_validation: dict | None = None  # the last validation's metrics event
     findings: tuple[str, ...] = ()  # degeneration found at the last validation (diagnostics)
 
@@ -77,6 +80,7 @@ def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> T
         session.read_steps()
     finally:
         bar.close()
+    planned = _planned_steps(session, parallel)
     if parallel.is_main and session.progress.log_window.steps:
         _log_training(session, bar, partial=True)
     if parallel.is_main and session.saved_step != session.progress.step:
@@ -99,9 +103,15 @@ def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> T
         rank=parallel.replicas.rank,
         peak_mib=peak_memory_mib(session.device),
         planned_steps=planned,
+        elapsed_s=p.elapsed_s,
+        budget_s=_budget_s(session.config.train),
         last_validation=session.last_validation,
         findings=session.last_findings,
     )
+
+
+def _budget_s(t: TrainConfig) -> float | None:
+    return None if t.max_minutes is None else 60 * t.max_minutes
 
 
 def _planned_steps(session: Session, parallel: DataParallel) -> int | None:
@@ -114,7 +124,7 @@ def _planned_steps(session: Session, parallel: DataParallel) -> int | None:
         by_epochs = sum(
             steps_in_epoch(n, accumulate=t.accumulate, world_size=world_size) for n in counts
         )
-    budgets = [n for n in (t.max_steps, by_epochs) if n is not None]
+    budgets = [n for n in (session.max_steps, by_epochs) if n is not None]
     return min(budgets) if budgets else None
 
 
@@ -122,10 +132,12 @@ def _run(session: Session, parallel: DataParallel, bar: TrainingProgress) -> str
     t = session.config.train
     p = session.progress
     started = time.monotonic() - p.elapsed_s
+    session.now = lambda: time.monotonic() - started
     if spent := _budget_spent(session):
         log.info("nothing to train: the run has already reached train.%s", spent)
         return spent
     window_clock = time.monotonic()  # training time only: restarted after each step's checks
+    shown = p.plan  # the plan the progress bar counts to
     while t.max_epochs is None or p.epoch < t.max_epochs:
         data = session.epochs.data(p.epoch)
         while p.position < len(data.batches):
@@ -134,7 +146,7 @@ def _run(session: Session, parallel: DataParallel, bar: TrainingProgress) -> str
                 break
             optimizer_step(session, parallel, [data.batch(b) for b in group])
             p.position += consumed
-            if _read_due(t, p.step):
+            if _read_due(session, p.step):
                 session.read_steps()  # waits for the device: the window's time includes it
             p.elapsed_s = time.monotonic() - started
             window = p.log_window
@@ -145,8 +157,12 @@ def _run(session: Session, parallel: DataParallel, bar: TrainingProgress) -> str
                     _log_training(session, bar)
                 p.log_window = LogWindow()  # the next line's steps start here
             reason = _after_step(session, parallel, started)
+            if p.plan is not shown:  # re-planned
+                bar.retotal(_planned_steps(session, parallel))
+                shown = p.plan
             window_clock = time.monotonic()
             if reason:
+                p.elapsed_s = time.monotonic() - started  # the last validation included
                 return reason
         p.epoch += 1
         p.position = 0
@@ -155,12 +171,13 @@ def _run(session: Session, parallel: DataParallel, bar: TrainingProgress) -> str
     return "max_epochs"
 
 
-def _read_due(t: TrainConfig, step: int) -> bool:
+def _read_due(session: Session, step: int) -> bool:
     """Whether the loop reads the steps' outcomes from the device after `step`: for a log line,
     a validation or a checkpoint (each process, so that all of them stop together on too many
     non-finite steps)."""
-    every = (t.log_every, t.validate_every, t.checkpoint_every)
-    return any(n is not None and step % n == 0 for n in every) or _out_of_steps(t, step)
+    t = session.config.train
+    every = (t.log_every, t.validate_every, session.checkpoint_every)
+    return any(n is not None and step % n == 0 for n in every) or _out_of_steps(session, step)
 
 
 def _log_training(session: Session, bar: TrainingProgress, *, partial: bool = False) -> None:
@@ -190,15 +207,22 @@ def _budget_spent(session: Session) -> str | None:
     t, p = session.config.train, session.progress
     if t.max_epochs is not None and p.epoch >= t.max_epochs:
         return "max_epochs"
-    if _out_of_steps(t, p.step):
-        return "max_steps"
+    if _out_of_steps(session, p.step):
+        return _steps_reason(session)
     if _out_of_time(t, p.elapsed_s):
         return "max_minutes"
     return None
 
 
-def _out_of_steps(t: TrainConfig, step: int) -> bool:
-    return t.max_steps is not None and step >= t.max_steps
+def _out_of_steps(session: Session, step: int) -> bool:
+    end = session.max_steps
+    return end is not None and step >= end
+
+
+def _steps_reason(session: Session) -> str:
+    """Why a run that reached its planned last step stopped there."""
+    plan = session.progress.plan
+    return "early_stopping" if plan is not None and plan.cooling else "max_steps"
 
 
 def _out_of_time(t: TrainConfig, elapsed_s: float) -> bool:
@@ -206,7 +230,8 @@ def _out_of_time(t: TrainConfig, elapsed_s: float) -> bool:
 
 
 def _after_step(session: Session, parallel: DataParallel, started: float) -> str | None:
-    """Validate when due; say why training ends now, or None to go on."""
+    """Validate when due (and re-plan a run that follows the clock); say why training ends now,
+    or None to go on."""
     t = session.config.train
     p = session.progress
     stop = parallel.stop
@@ -216,16 +241,52 @@ def _after_step(session: Session, parallel: DataParallel, started: float) -> str
         session.read_steps()
     if stop.requested:
         return "interrupted"
-    out_of_steps = _out_of_steps(t, p.step)
-    if p.step % t.validate_every == 0 or out_of_steps or out_of_time:
-        if parallel.validate():
+    validating = p.step % t.validate_every == 0
+    checkpointing = session.checkpoint_every is not None and p.step % session.checkpoint_every == 0
+    if validating or checkpointing:
+        follow_clock(session, parallel, p.elapsed_s, validating=validating)
+    out_of_steps = _out_of_steps(session, p.step)
+    if validating or out_of_steps or out_of_time:
+        began = time.monotonic()
+        no_gain = parallel.validate()
+        session.clock.validated(parallel.largest(time.monotonic() - began))
+        if no_gain and not _cooling_down(session, parallel):
             return "early_stopping"
         if stop.requested:
             return "interrupted"
-    elif t.checkpoint_every is not None and p.step % t.checkpoint_every == 0:
+    elif checkpointing:
         parallel.checkpoint()
     if out_of_steps:
-        return "max_steps"
+        return _steps_reason(session)
     if out_of_time:
         return "max_minutes"
     return None
+
+
+def follow_clock(
+    session: Session, parallel: DataParallel, elapsed: float, *, validating: bool
+) -> None:
+    """Re-plan a run that follows the clock, the same on every process (process 0's plan)."""
+    if session.progress.clock is None:
+        return
+    session.clock.replan(elapsed=parallel.largest(elapsed), validating=validating)
+    parallel.share_plan(session.progress)
+
+
+def _cooling_down(session: Session, parallel: DataParallel) -> bool:
+    """Whether a run that early stopping would end cools down first (a cosine decay with room
+    for it); a run already cooling down goes on to its end."""
+    p, t = session.progress, session.config.train
+    if p.plan is not None and p.plan.cooling:
+        return True
+    end = session.clock.cool_down(every=session.checkpoint_every or t.validate_every)
+    if end is None:
+        return False
+    parallel.share_plan(p)
+    if parallel.is_main:
+        metric, sign = t.early_stopping_metric, -1 if t.early_stopping_metric == "loss" else 1
+        log.info("step %d: validation %s has not improved for %d validations (best %.2f at step "
+                 "%s): cooling down to step %d, then stopping", p.step, metric,
+                 p.validations_without_gain, sign * (p.best_score or 0.0), p.best_step,
+                 end)  # fmt: skip
+    return True

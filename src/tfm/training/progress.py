@@ -50,6 +50,12 @@ class TrainingProgress:
         """One more step done."""
         self.bar.update(1)
 
+    def retotal(self, total: int | None) -> None:
+        """The run re-planned its length: `total` steps."""
+        if total != self.total:
+            self.total = self.bar.total = total
+            self.bar.refresh()
+
     def window(self, event: dict) -> None:
         """A log window's training event (step, epoch, train_loss, lr, tokens_per_s)."""
         if not self.lines:

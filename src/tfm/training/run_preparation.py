@@ -30,7 +30,8 @@ from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.training.recipe.plan import with_stored_plan
 from tfm.training.run_log import LOG_FILE
 
-BEFORE_FIRST_STEP = {"config.yaml", TOKENIZER_FILE, MANIFEST_FILE, LOG_FILE}  # before training
+# Written before training's first step
+BEFORE_FIRST_STEP = {"config.yaml", "plan.json", TOKENIZER_FILE, MANIFEST_FILE, LOG_FILE}
 NOT_A_RUN = {*BEFORE_FIRST_STEP, LOCK_FILE}  # a directory holding only these holds no run
 # Keys that say how to run, not what is trained: a run that differs in these alone is the same run.
 HOW_TO_RUN = {

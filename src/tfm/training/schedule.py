@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -23,17 +24,34 @@ def peak_learning_rate(config: Config) -> float:
 FLOOR = 0.3
 
 
+@dataclass(frozen=True)
+class Decay:
+    """How much of the cosine decay is done at each step: `done` at step `start`, then
+    linearly all of it by step `end`, flat after. A config's decay starts at the end of warm-up
+    with none done and ends `decay_steps` later; a run that re-plans its length re-anchors the
+    decay at the step it re-plans at, so the rate stays continuous (`training/clock.py`)."""
+
+    start: int
+    end: int
+    done: float = 0.0
+
+    def progress(self, step: int) -> float:
+        if step >= self.end:
+            return 1.0
+        return self.done + (1 - self.done) * (step - self.start) / (self.end - self.start)
+
+
 def learning_rate(
     step: int,
     *,
     peak: float,
     warmup_steps: int,
     schedule: str = "inverse_sqrt",
-    decay_steps: int | None = None,
+    decay: Decay | None = None,
 ) -> float:
     """The rate at `step` ≥ 1: linear warm-up to `peak`, then eq. (3) of §5.3 (inverse square
-    root, scaled to `peak`) or a cosine from `peak` down to `FLOOR` · `peak` over `decay_steps`
-    steps after warm-up, flat after them.
+    root, scaled to `peak`) or a cosine from `peak` down to `FLOOR` · `peak` as `decay` goes,
+    flat after it.
 
     Deviation from §5.3: the cosine decay (Loshchilov & Hutter, 2017) is not in the paper; it
     brings the rate low by the planned end of a short run, which inverse square root never does.
@@ -41,21 +59,30 @@ def learning_rate(
     step = max(step, 1)
     if step <= warmup_steps or schedule == "inverse_sqrt":
         return peak * min(step / warmup_steps, (warmup_steps / step) ** 0.5)
-    if decay_steps is None:
+    if decay is None:
         raise ValueError("the cosine schedule needs train.decay_steps (the recipe sets it)")
-    done = min((step - warmup_steps) / decay_steps, 1.0)
+    done = decay.progress(step)
     return peak * (FLOOR + (1 - FLOOR) * 0.5 * (1 + math.cos(math.pi * done)))
 
 
-def rate_at(step: int, config: Config) -> float:
-    """The learning rate of optimizer step `step` under `config`'s schedule."""
+def configured_decay(config: Config) -> Decay | None:
+    """The cosine decay `config` plans: from the end of warm-up over `train.decay_steps`."""
+    t = config.train
+    if t.decay_steps is None:
+        return None
+    return Decay(start=t.warmup_steps, end=t.warmup_steps + t.decay_steps)
+
+
+def rate_at(step: int, config: Config, decay: Decay | None = None) -> float:
+    """The learning rate of optimizer step `step` under `config`'s schedule, with `decay` in
+    place of the config's (a re-planned run's)."""
     t = config.train
     return learning_rate(
         step,
         peak=peak_learning_rate(config),
         warmup_steps=t.warmup_steps,
         schedule=t.schedule,
-        decay_steps=t.decay_steps,
+        decay=decay or configured_decay(config),
     )
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from tfm.config import Config, load_config
+from tfm.config import Config
 from tfm.data.cache.prepared_cache import training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import EncodedSplit
@@ -29,8 +29,8 @@ from tfm.rundir.model_file import on_cpu, save_model
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.threads import use_threads
+from tfm.training.clock import Clock
 from tfm.training.recipe.memory import check_fits
-from tfm.training.recipe.plan import plan_run, with_stored_plan
 from tfm.training.resume_policy import (
     OPTIMIZER_KEYS,
     RunIdentity,
@@ -38,8 +38,9 @@ from tfm.training.resume_policy import (
     optimizer_changes,
 )
 from tfm.training.run_log import start_run_log
+from tfm.training.run_plan import resumed_clock, starting_plan, write_plan
 from tfm.training.run_preparation import check_run_dir, create_run_dir, record_opened_run
-from tfm.training.schedule import build_optimizer
+from tfm.training.schedule import build_optimizer, configured_decay, rate_at
 from tfm.training.start_log import log_start
 from tfm.training.state import Progress, UnreadSteps, restore_rng_state, rng_state
 from tfm.training.tensorboard import TensorBoardLog, open_tensorboard
@@ -95,6 +96,9 @@ class Session:
     # Read each step's outcome as it ends (free where the host computes, as on a CPU), or only
     # when the loop needs it: log lines, validations, checkpoints (a GPU runs ahead meanwhile).
     read_each_step: bool = True
+    # The run's elapsed seconds now (the training loop's clock), so that a checkpoint counts the
+    # validation it ends; None outside the loop.
+    now: Callable[[], float] | None = None
 
     @property
     def train_split(self) -> EncodedSplit:
@@ -102,6 +106,29 @@ class Session:
 
     def autocast(self):
         return autocast(self.device, self.dtype)
+
+    @property
+    def clock(self) -> Clock:
+        """The run's re-planning (`training/clock.py`), over its progress."""
+        t = self.config.train
+        return Clock(self.progress, configured=configured_decay(self.config), steps=t.max_steps,
+                     warmup=t.warmup_steps, validate_every=t.validate_every)  # fmt: skip
+
+    @property
+    def max_steps(self) -> int | None:
+        """The planned last step: as re-planned, else the config's step budget."""
+        return self.clock.end
+
+    @property
+    def checkpoint_every(self) -> int | None:
+        plan = self.progress.plan
+        if plan is not None and plan.checkpoint_every is not None:
+            return plan.checkpoint_every
+        return self.config.train.checkpoint_every
+
+    def rate(self, step: int) -> float:
+        """The learning rate of optimizer step `step`, with the decay as (re-)planned."""
+        return rate_at(step, self.config, self.clock.decay)
 
     def read_steps(self) -> None:
         """Book the unread steps' outcomes into the progress (see `UnreadSteps`)."""
@@ -144,6 +171,8 @@ class Session:
 
     def save_checkpoint(self, score: float | None) -> None:
         """Write the full training state and last.pt (both atomically)."""
+        if self.now is not None:
+            self.progress.elapsed_s = self.now()
         state = self.state()
         with self._diverged():
             self.store.save(state, step=self.progress.step, score=score, protect=self.resumed_from)
@@ -202,6 +231,7 @@ class Session:
         self.optimizer.load_state_dict(state["optimizer"])
         self._apply_optimizer_settings(optimizer_changes(state["config"], self.identity().config))
         self.progress = Progress.from_dict(state["progress"])
+        self._follow_resumed_budget(state["config"])
         restore_rng_state(state["rng"])
         self.saved_step = self.validated_step = self.progress.step
         self.saved_epoch, self.saved_score = self.progress.epoch, state.get("score")
@@ -210,6 +240,17 @@ class Session:
                  self.progress.epoch, self.progress.position)  # fmt: skip
         for level, message in verdict.notes:
             log.log(level, message)
+
+    def _follow_resumed_budget(self, stored: dict) -> None:
+        """Keep, re-plan or end the clock the checkpoint saved, for the budgets this resume
+        gives (`run_plan.resumed_clock`)."""
+        if note := resumed_clock(self.config, stored, self.progress):
+            log.info("%s", note)
+        self.clock.restart(self.progress.elapsed_s)
+        clock, minutes = self.progress.clock, self.config.train.max_minutes
+        if clock is not None and minutes is not None and minutes * 60 != clock.budget_s:
+            why = f"train.max_minutes changes from {clock.budget_s / 60:g} to {minutes:g}: "
+            self.clock.replan(elapsed=self.progress.elapsed_s, budget_s=minutes * 60, why=why)
 
     def _apply_optimizer_settings(self, changes: list[tuple[str, object, object]]) -> None:
         """Put the config's AdamW settings into the optimizer restored from a checkpoint (which
@@ -236,26 +277,6 @@ def model_args(config: Config, tokenizer: Tokenizer) -> ModelArgs:
         tgt_vocab_size=tokenizer.tgt_vocab_size,
         pad_id=PAD_ID,
     )
-
-
-def _with_plan(
-    config: Config,
-    paths: RunPaths,
-    checkpoint: LoadedCheckpoint | None,
-    device: torch.device,
-    dtype: torch.dtype,
-    tokenizer: Tokenizer | None,
-) -> Config:
-    """`config` with the keys it leaves unset planned from the data (`training.recipe`), or, for
-    a run that goes on (a resume, or process > 0 under torchrun), taken from its stored config."""
-    if checkpoint is not None:
-        stored = Config.model_validate(checkpoint.state["config"])
-        return with_stored_plan(config, stored)
-    if tokenizer is not None:  # process > 0: process 0 has planned and written config.yaml
-        return with_stored_plan(config, load_config(paths.config, stored=True))
-    planned, plan = plan_run(config, device=device, dtype=dtype)
-    plan.log()
-    return planned
 
 
 @contextlib.contextmanager
@@ -296,7 +317,9 @@ def open_session(
     if checkpoint or not writer:
         check_manifest(paths.root, [TOKENIZER_FILE])
         tokenizer = Tokenizer.load(paths.root)
-    config = _with_plan(config, paths, checkpoint, device, dtype, tokenizer)
+    start = starting_plan(config, paths, checkpoint=checkpoint, device=device, dtype=dtype,
+                          tokenizer=tokenizer, world_size=world_size)  # fmt: skip
+    config = start.config
     splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
     log_start(config, splits["train"], tokenizer)
     args = model_args(config, tokenizer)
@@ -310,6 +333,7 @@ def open_session(
     epochs = EpochPlan.from_config(config, splits["train"], tokenizer)
     if not checkpoint and writer:  # config, device, data and memory are good: now the directory
         create_run_dir(paths, config)
+        write_plan(paths, start)
         tokenizer.save(paths.root)
         record_manifest(paths.root)
     session = Session(
@@ -333,6 +357,7 @@ def open_session(
         world_size=world_size,
         read_each_step=reads_each_step(device),
     )
+    session.progress.clock = start.clock
     if checkpoint:
         session.restore(checkpoint)
     if writer:

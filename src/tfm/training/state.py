@@ -37,8 +37,41 @@ class LogWindow:
 
 
 @dataclass
+class StepPlan:
+    """A run's length and decay where they differ from its config's: the last step (`end`), the
+    cosine decay's progress `decay_done` at step `decay_from` (`schedule.Decay`), the checkpoint
+    cadence, and whether the run is cooling down to a validation-based stop."""
+
+    end: int
+    decay_from: int
+    decay_done: float = 0.0
+    checkpoint_every: int | None = None
+    cooling: bool = False
+
+
+@dataclass
+class ClockState:
+    """What a run planned by a time budget measures to re-plan (`training/clock.py`): the
+    budget, the most steps the corpus is worth, the seconds of a step and of a validation as
+    last measured, the step and elapsed time the next measurement starts from and the
+    validating seconds since then, whether the checkpoint cadence follows the plan, and how
+    many times it re-planned."""
+
+    budget_s: float
+    ceiling: int | None
+    step_s: float
+    validation_s: float
+    mark_step: int = 0
+    mark_elapsed: float = 0.0
+    validating_s: float = 0.0
+    checkpoints_follow: bool = True
+    replans: int = 0
+
+
+@dataclass
 class Progress:
-    """Where training is: counters, the data position and the early-stopping record.
+    """Where training is: counters, the data position, the early-stopping record, and a
+    re-planned length (`plan`) with the clock it follows (`clock`), when there is one.
 
     `position` is the index of the next batch inside `epoch`'s batch list (`sampler.epoch(epoch)`),
     so a resumed run continues with exactly the batches the uninterrupted run would have seen.
@@ -55,6 +88,8 @@ class Progress:
     nonfinite_total: int = 0
     tokens_seen: int = 0
     log_window: LogWindow = field(default_factory=LogWindow)
+    plan: StepPlan | None = None
+    clock: ClockState | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,7 +100,13 @@ class Progress:
         an empty window."""
         values = dict(values)
         window = LogWindow(**values.pop("log_window", {}))
-        return cls(**values, log_window=window)
+        plan, clock = values.pop("plan", None), values.pop("clock", None)
+        return cls(
+            **values,
+            log_window=window,
+            plan=StepPlan(**plan) if plan else None,
+            clock=ClockState(**clock) if clock else None,
+        )
 
 
 @dataclass(frozen=True)

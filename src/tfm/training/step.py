@@ -23,7 +23,6 @@ from tfm.data.batching import Batch, pad_to_static_shape
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tfm.training.data_parallel import DataParallel
 from tfm.training.loss import projected_loss_sum
-from tfm.training.schedule import rate_at
 from tfm.training.session import Session
 from tfm.training.state import DeviceStep
 from tfm.training.utilisation import step_flops
@@ -66,7 +65,7 @@ def optimizer_step(
     cfg, p, model, optimizer = session.config, session.progress, session.model, session.optimizer
     p.step += 1
     parallel.begin_step(p.step)
-    lr = rate_at(p.step, cfg)
+    lr = session.rate(p.step)
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
     if cfg.train.static_shapes:

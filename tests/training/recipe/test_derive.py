@@ -7,21 +7,14 @@ import math
 import pytest
 
 from tfm.config import Config
+from tfm.training.recipe import rules
 from tfm.training.recipe.checks import check_settings, checkpoints_kept
-from tfm.training.recipe.derive import (
-    Settings,
-    batch_tokens,
-    default_epochs,
-    derive,
-    dropout,
-    min_epochs,
-    peak_rate,
-    vocab_size,
-    warmup,
-)
+from tfm.training.recipe.choices import Inputs, Settings
+from tfm.training.recipe.derive import derive
 from tfm.training.recipe.fingerprint import SideFigures, TextFigures, TokenFigures, measure_tokens
 from tfm.training.recipe.ladder import LADDER, largest_for
 from tfm.training.recipe.plan import with_values
+from tfm.training.recipe.rules import default_epochs, min_epochs
 
 LATIN = SideFigures(words=8, chars=40, types=0, distinct_chars=0, scripts=(("LATIN", 1.0),))
 
@@ -36,13 +29,36 @@ def tokens(pairs: int, per_sentence: float = 12.0) -> TokenFigures:
     return TokenFigures(pairs, per_sentence, per_sentence, 20, 20, n, n + 2 * pairs)
 
 
-def planned(pairs: int, *, given=None, minutes=None, clock=None, per_epoch=None) -> Settings:
-    settings = Settings(given=given or {})
-    settings.set("tokenizer", "vocab_size", 4000)
+def vocab_size(figures: TextFigures) -> int:
+    return rules.vocab_size(figures.types, figures.distinct_chars).value
+
+
+def batch_tokens(figures: TokenFigures, *, gpu: bool) -> int:
+    return rules.batch_tokens(figures.batch_tokens, gpu=gpu).value
+
+
+def warmup(steps: int, layers: int) -> int:
+    return rules.warmup(steps, layers).value
+
+
+def peak_rate(d_model: int) -> float:
+    return rules.peak_rate(d_model).value
+
+
+def dropout(pairs: int, epochs: float) -> float:
+    return rules.dropout(pairs, epochs).value
+
+
+def inputs(pairs: int, *, minutes=None, clock=None, per_epoch=None, **more) -> Inputs:
     figures = tokens(pairs)
     batches = per_epoch or (lambda max_tokens: math.ceil(figures.batch_tokens / max_tokens))
-    derive(settings, texts(pairs, 10_000), figures, batches_per_epoch=batches, gpu=False,
-           minutes=minutes, clock=clock)  # fmt: skip
+    return Inputs(texts=texts(pairs, 10_000), tokens=figures, batches_per_epoch=batches,
+                  gpu=more.pop("gpu", False), minutes=minutes, clock=clock, **more)  # fmt: skip
+
+
+def planned(pairs: int, *, given=None, vocab: int = 4000, **figures) -> Settings:
+    settings = Settings(given={"tokenizer": {"vocab_size": vocab}, **(given or {})})
+    derive(settings, inputs(pairs, **figures))
     return settings
 
 
@@ -101,11 +117,7 @@ def test_dropout_grows_with_the_epochs_a_small_corpus_gets():
 
 
 def test_the_best_model_is_chosen_by_chrf_where_bleu_cannot_tokenize_the_target():
-    settings = Settings(given={})
-    settings.set("tokenizer", "vocab_size", 4000)
-    figures = tokens(10_000)
-    derive(settings, texts(10_000, 9_000), figures, batches_per_epoch=lambda n: 60, gpu=False,
-           minutes=None, clock=None, bleu_ready=False)  # fmt: skip
+    settings = planned(10_000, per_epoch=lambda n: 60, bleu_ready=False)
     assert settings.derived["train"]["early_stopping_metric"] == "chrf"
     assert planned(10_000).derived["train"]["early_stopping_metric"] == "bleu"
 
@@ -116,8 +128,20 @@ def test_what_the_config_gives_is_kept_and_the_rest_follows_it():
     model, train = settings.derived["model"], settings.derived["train"]
     assert "d_model" not in model and "lr" not in train and "warmup_steps" not in train
     assert model["n_heads"] == 8 and model["d_ff"] == 2048  # from the given width
-    assert "schedule" not in train and "decay_steps" not in train  # a hand-set warm-up: §5.3
+    # a hand recipe's warm-up keeps §5.3's decay, and the plan says so
+    assert train["schedule"] == "inverse_sqrt" and train["decay_steps"] is None
+    assert settings.reasons["train.schedule"].startswith("train.warmup_steps given: §5.3")
     assert settings.get("model", "d_model") == 512
+    assert settings.reasons["model.n_heads"] == (
+        "d_model 512 given: one head per 64 dimensions, at least 4"
+    )
+
+
+@pytest.mark.parametrize(("d_model", "heads"), [(128, 4), (96, 4), (512, 8), (1024, 16), (90, 3)])
+def test_a_given_width_gets_a_head_per_64_dimensions_and_at_least_four(d_model, heads):
+    assert rules.heads(d_model).value == heads
+    settings = planned(30_000, given={"model": {"d_model": d_model}})
+    assert settings.get("model", "n_heads") == heads
 
 
 class FakeClock:
@@ -130,7 +154,7 @@ class FakeClock:
         self.timed.append(shape.name)
         return shape.weights() / 2e6
 
-    def validation_seconds(self, shape):
+    def validation_seconds(self, shape, beam_size):
         return 10.0
 
 
@@ -220,11 +244,99 @@ def test_token_figures_count_framing_out_and_batches_at_the_longer_side():
 
 
 def test_a_shape_that_does_not_fit_in_memory_is_never_chosen():
-    settings = Settings(given={})
-    settings.set("tokenizer", "vocab_size", 8000)
-    figures = tokens(1_000_000)  # enough tokens for the base model
     small = lambda shape, max_tokens: shape.d_model <= 256  # noqa: E731
-    derive(settings, texts(10**6, 10**5), figures, batches_per_epoch=lambda n: 1000, gpu=False,
-           minutes=None, clock=None, fits=small)  # fmt: skip
+    # 1M pairs: enough tokens for the base model
+    settings = planned(1_000_000, vocab=8000, per_epoch=lambda n: 1000, fits=small)
     assert settings.derived["model"]["d_model"] == 256  # m, the largest that fits
     assert "model base left out: it does not fit in memory" in settings.lines
+
+
+def test_a_shape_given_in_part_still_walks_the_timed_ladder():
+    fake = FakeClock()
+    settings = planned(30_000, given={"model": {"d_ff": 256}}, minutes=15, clock=fake,
+                       per_epoch=lambda max_tokens: 100)  # fmt: skip
+    assert fake.timed == ["m", "s"]  # each rung with the given d_ff: s is cheaper, and chosen
+    assert settings.get("model", "n_encoder_layers") == 3 and settings.get("model", "d_ff") == 256
+
+
+def test_accumulation_processes_and_both_way_epochs_count_in_the_steps():
+    plain = planned(30_000, per_epoch=lambda max_tokens: 100)
+    assert plain.steps == 40 * 100  # 40 epochs of 100 steps
+    accumulated = planned(30_000, given={"train": {"accumulate": 2, "max_tokens": 4096}},
+                          per_epoch=lambda max_tokens: 100)  # fmt: skip
+    assert accumulated.steps_an_epoch == 50 and accumulated.steps == 40 * 50
+    two = planned(30_000, given={"train": {"max_tokens": 4096}}, world_size=2,
+                  per_epoch=lambda max_tokens: 101)  # fmt: skip
+    assert two.steps_an_epoch == 50  # 50 steps of 2 batches; the last one is left out
+    both = planned(30_000, given={"train": {"bidirectional_epochs": 10}},
+                   per_epoch=lambda max_tokens: 100)  # fmt: skip
+    assert both.steps == (40 + 10) * 100 and both.epochs == 40
+    assert "train.bidirectional_epochs=10: those epochs count twice" in both.notes
+    # the batch rule asks for 100 steps an epoch of 2 accumulated batches: half the batch
+    assert rules.batch_tokens(840_000, gpu=False, batches_a_step=2).value == 4096
+    assert rules.batch_tokens(840_000, gpu=False, batches_a_step=4).value == 2048
+
+
+def test_a_compiled_run_is_told_its_steps_were_timed_uncompiled():
+    settings = planned(30_000, minutes=15, clock=FakeClock(), compiled=True)
+    assert "train.compile: the steps were timed uncompiled; the run re-times itself" in (
+        settings.notes
+    )
+
+
+def test_every_recipe_key_has_one_rule_read_after_what_it_needs():
+    from tfm.config import RECIPE_KEYS
+    from tfm.training.recipe.derive import RULES, VOCABULARY
+
+    keys = [key for rule in RULES for key in rule.keys] + list(VOCABULARY)
+    assert sorted(keys) == sorted(f"{s}.{k}" for s, ks in RECIPE_KEYS.items() for k in ks)
+    assert len(keys) == len(set(keys))
+    seen = set(VOCABULARY)
+    for rule in RULES:
+        assert set(rule.needs) <= seen | set(rule.keys), (rule.keys, rule.needs)
+        seen |= set(rule.keys)
+
+
+@pytest.mark.parametrize("pairs", [300, 10_000, 1_000_000])
+def test_every_derived_key_says_which_rule_chose_it(pairs):
+    settings = planned(pairs, minutes=15, clock=FakeClock())
+    derived = {f"{s}.{k}" for s, keys in settings.derived.items() for k in keys}
+    assert derived and set(settings.reasons) == derived
+    assert settings.reasons["train.warmup_steps"].startswith(f"max(8% of {settings.steps:,} steps")
+
+
+class GpuClock:
+    """An H100-like clock: a step's seconds from the shape's weights and the batch (6 FLOPs a
+    weight and token at 40% of 989 TFLOP/s), a validation 20 s."""
+
+    def step_seconds(self, shape, max_tokens):
+        return 6 * shape.weights() * max_tokens / (0.4 * 989e12) + 0.01
+
+    def validation_seconds(self, shape, beam_size):
+        return 20.0
+
+
+def test_a_million_pairs_for_twelve_hours_on_a_gpu_get_bounded_epochs_of_the_big_model():
+    settings = planned(1_000_000, vocab=32_000, minutes=12 * 60, clock=GpuClock(), gpu=True,
+                       per_epoch=lambda max_tokens: 25_000_000 // max_tokens)  # fmt: skip
+    assert settings.get("model", "d_model") == 1024  # big: 25M target tokens support it
+    assert settings.get("train", "max_tokens") == 16384
+    assert settings.epochs == rules.most_epochs(1_000_000) == 17
+    assert settings.get("model", "dropout") == 0.1
+    assert any(n.startswith("the budget is more than this corpus can use: 17 epochs")
+               for n in settings.notes)  # fmt: skip
+    cpu = planned(1_000_000, vocab=32_000, minutes=12 * 60, clock=GpuClock(),
+                  per_epoch=lambda max_tokens: 25_000_000 // max_tokens)  # fmt: skip
+    assert cpu.get("model", "d_model") <= 512  # big trains only on a GPU
+    assert "big only on a GPU" in cpu.reasons["model.d_model"]
+
+
+def test_epochs_past_what_the_corpus_is_worth_become_a_shorter_plan():
+    assert (rules.most_epochs(30_000), rules.most_epochs(10_000), rules.most_epochs(300)) == (
+        100, 173, 200,
+    )  # fmt: skip
+    fast = FakeClock()
+    fast.step_seconds = lambda shape, max_tokens: 0.01  # type: ignore[method-assign]
+    settings = planned(30_000, minutes=60, clock=fast, per_epoch=lambda max_tokens: 100)
+    assert settings.steps == 100 * 100 and settings.ceiling == 10_000
+    assert settings.reasons["train.max_steps"].startswith("100 epochs, the most 30,000 pairs")

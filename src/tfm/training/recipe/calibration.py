@@ -1,8 +1,9 @@
 """Timing a model shape on this device before training, for a plan under a time budget.
 
-A few optimizer steps of the shape on real training batches give its step time; greedy decoding
-of a sample of the validation split to the decoding length limit gives a validation's time at
-its slowest: an untrained model rarely stops by itself, and early validations are the slow ones.
+A few optimizer steps of the shape on real training batches give its step time; decoding a
+sample of the validation split to the decoding length limit, with the beam that validation will
+use, gives a validation's time at its slowest: an untrained model rarely stops by itself, and
+early validations are the slow ones.
 The global random state is left as it was, so a run planned with a clock trains as one planned
 without.
 """
@@ -22,7 +23,7 @@ from tfm.data.tokenizer import PAD_ID
 from tfm.device import autocast
 from tfm.training.loss import projected_loss_sum
 from tfm.training.recipe.ladder import Shape
-from tfm.transformer import Transformer, build_model, greedy_decode
+from tfm.transformer import Transformer, beam_search, build_model, greedy_decode
 
 UNTIMED_STEPS = 2  # first: allocations and first-call costs
 TIMED_STEPS = 5  # the fastest of these is the step's time: a busy moment only slows a step
@@ -54,12 +55,14 @@ class Calibration:
                 self._steps[key] = self._time_steps(shape, max_tokens)
         return self._steps[key]
 
-    def validation_seconds(self, shape: Shape) -> float:
-        """The seconds greedy decoding of the whole validation split takes with `shape`."""
-        if shape not in self._validations:
+    def validation_seconds(self, shape: Shape, beam_size: int) -> float:
+        """The seconds decoding the whole validation split takes with `shape` and a beam of
+        `beam_size` (1: greedy)."""
+        key = (shape, beam_size)
+        if key not in self._validations:
             with torch.random.fork_rng(devices=[]):
-                self._validations[shape] = self._time_validation(shape)
-        return self._validations[shape]
+                self._validations[key] = self._time_validation(shape, beam_size)
+        return self._validations[key]
 
     def _model(self, shape: Shape) -> Transformer:
         torch.manual_seed(0)
@@ -97,7 +100,7 @@ class Calibration:
             times.append(time.perf_counter() - started)
         return min(times[UNTIMED_STEPS:] or times)
 
-    def _time_validation(self, shape: Shape) -> float:
+    def _time_validation(self, shape: Shape, beam_size: int) -> float:
         model = self._model(shape)
         model.eval()
         split = self.validation()
@@ -106,6 +109,10 @@ class Calibration:
             return 0.0
         src = pad([list(split.src[i]) for i in range(n)], PAD_ID).to(self.device)
         started = time.perf_counter()
+        a, b = self.max_len_a, self.max_len_b
         with torch.inference_mode(), autocast(self.device, self.dtype):
-            greedy_decode(model, src, max_len_a=self.max_len_a, max_len_b=self.max_len_b)
+            if beam_size > 1:
+                beam_search(model, src, beam_size=beam_size, max_len_a=a, max_len_b=b)
+            else:
+                greedy_decode(model, src, max_len_a=a, max_len_b=b)
         return (time.perf_counter() - started) * len(split) / n

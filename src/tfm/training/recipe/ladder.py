@@ -2,8 +2,9 @@
 
 Every rung is an encoder–decoder of §3 with shared embeddings; the first two are the small
 models that small corpora and short CPU budgets train best, the third the 7.6M model of the
-Multi30k recipes, the last the paper's base model (Table 3). A corpus may take a rung only when
-it has enough target tokens for the rung's weights (`TOKENS_PER_WEIGHT`): a model far larger than
+Multi30k recipes, then a step between it and the paper's base model, the base model, and its big
+model (Table 3), which only a GPU trains in a useful time. A corpus may take a rung only when it
+has enough target tokens for the rung's weights (`TOKENS_PER_WEIGHT`): a model far larger than
 its data learns it by heart.
 """
 
@@ -15,6 +16,7 @@ from tfm.data.tokenizer import PAD_ID
 from tfm.transformer import ModelArgs
 
 TOKENS_PER_WEIGHT = 0.05  # a rung needs 1 target token per 20 weights outside the embeddings
+SHAPE_KEYS = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff")
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,12 @@ class Shape:
         )
 
     def keys(self) -> dict[str, int]:
-        return {
-            "d_model": self.d_model,
-            "n_heads": self.n_heads,
-            "n_encoder_layers": self.n_encoder_layers,
-            "n_decoder_layers": self.n_decoder_layers,
-            "d_ff": self.d_ff,
-        }
+        return {key: getattr(self, key) for key in SHAPE_KEYS}
+
+    @property
+    def layers(self) -> int:
+        """The deeper stack's layers."""
+        return max(self.n_encoder_layers, self.n_decoder_layers)
 
 
 LADDER = (
@@ -77,12 +78,17 @@ LADDER = (
     Shape("m", 256, 8, 3, 3, 1024),
     Shape("l", 384, 6, 4, 4, 1536),
     Shape("base", 512, 8, 6, 6, 2048),
+    Shape("big", 1024, 16, 6, 6, 4096),
 )
+GPU_ONLY = ("big",)  # 176M weights: weeks of a CPU
 
 
-def largest_for(tgt_tokens: int) -> int:
-    """The index of the largest rung the corpus has enough target tokens for (at least 0)."""
+def largest_for(tgt_tokens: int, *, gpu: bool = False) -> int:
+    """The index of the largest rung the corpus has enough target tokens for (at least 0), of
+    those the device trains (`GPU_ONLY` rungs on a GPU)."""
     fits = [
-        i for i, shape in enumerate(LADDER) if shape.weights() * TOKENS_PER_WEIGHT <= tgt_tokens
+        i
+        for i, shape in enumerate(LADDER)
+        if shape.weights() * TOKENS_PER_WEIGHT <= tgt_tokens and (gpu or shape.name not in GPU_ONLY)
     ]
     return fits[-1] if fits else 0

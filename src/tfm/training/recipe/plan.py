@@ -4,11 +4,14 @@
     plan.lines          # what was measured and chosen, for the start log and `tfm config show`
     plan.warnings       # settings that cannot work as given, each with its remedy
 
+    plan.reasons        # each derived key's rule with its figures (`tfm config show`)
+
 The training corpus is measured as it is prepared: its raw pairs first (the BPE vocabulary
 size is chosen from them), then its encoded split, which the data cache keeps for training.
 The rules are in `derive.py`. The returned config sets every key, so a run's config.yaml
 holds the plan, and a resumed run, or a second process under torchrun, takes its plan from
-there (`with_stored_plan`) rather than deriving it again.
+there (`with_stored_plan`) rather than deriving it again. A plan whose steps come from a time
+budget (`plan.timed`) is re-timed as the run trains (`training/clock.py`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from tfm.prediction.scoring import bleu_tokenizer_for
 from tfm.threads import use_threads
 from tfm.training.recipe.calibration import Calibration
 from tfm.training.recipe.checks import check_settings, check_texts
-from tfm.training.recipe.derive import Settings, derive, vocab_size
+from tfm.training.recipe.choices import Inputs, Settings
+from tfm.training.recipe.derive import derive, derive_vocabulary
 from tfm.training.recipe.fingerprint import TextFigures, TokenFigures, measure_texts, measure_tokens
 from tfm.training.recipe.ladder import Shape
 from tfm.training.recipe.memory import available_bytes, estimate_training_bytes
@@ -43,19 +47,43 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Plan:
-    """What the recipe measured and chose (`lines`), which keys it derived (`derived`, dotted),
-    and the warnings about settings that cannot work."""
+    """What the recipe measured and chose (`lines`), which keys it derived (`derived`, dotted)
+    and why (`reasons`), how it follows keys the config gives (`notes`), and the warnings about
+    settings that cannot work. `timed`: the steps come from the time budget alone, so the run
+    re-times them as it trains, up to `ceiling` steps (the most the corpus is worth)."""
 
     lines: list[str] = field(default_factory=list)
     steps: int | None = None  # the planned training steps, when derived
     derived: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    timed: bool = False
+    ceiling: int | None = None
+    validation_seconds: float = 0.0  # a validation's, as timed for a time budget
 
-    def log(self) -> None:
-        if self.lines:
-            log.info("recipe from the data:\n%s", "\n".join(f"  {line}" for line in self.lines))
+    def explained(self, config: Config) -> list[str]:
+        """The plan as lines: figures and choices, then `key = value  ← rule` for every
+        derived key, then the notes."""
+        keys = [
+            f"{key} = {_value(config, key)}  ← {self.reasons.get(key, 'no rule')}"
+            for key in self.derived
+        ]
+        return [*self.lines, *keys, *self.notes]
+
+    def log(self, config: Config) -> None:
+        if self.derived:
+            lines = "\n".join(f"  {line}" for line in self.explained(config))
+            log.info("recipe from the data:\n%s", lines)
         for warning in self.warnings:
             log.warning("%s", warning)
+
+
+def _value(config: Config, dotted: str) -> str:
+    from tfm.config.show import yaml_value
+
+    section, key = dotted.split(".")
+    return yaml_value(getattr(getattr(config, section), key))
 
 
 def given_keys(config: Config) -> dict[str, dict]:
@@ -98,39 +126,45 @@ def plan_run(
     device: torch.device,
     dtype: torch.dtype,
     tokenizer: Tokenizer | None = None,
+    world_size: int = 1,
 ) -> tuple[Config, Plan]:
     """The config with every unset recipe key derived, and the plan (module docstring). The
     training split is prepared in the data cache on the way (training then maps it)."""
     plan = Plan(derived=unset_keys(config))
     settings = Settings(given=given_keys(config))
-    texts = _measure_texts(config) if plan.derived else None
-    if texts is not None:
-        plan.warnings += check_texts(texts, config)
-        settings.set("tokenizer", "vocab_size", vocab_size(texts))
-        plan.lines.append(_describe_texts(texts, config))
+    if not plan.derived:
+        return config, plan
+    texts = _measure_texts(config)
+    plan.warnings += check_texts(texts, config)
+    derive_vocabulary(settings, texts)
+    plan.lines.append(_describe_texts(texts, config))
     sized = with_values(config, settings.derived)
-    if plan.derived:
-        train = prepared_entry(sized, tokenizer=tokenizer, announce=False).split(
-            max_length=config.data.max_length
-        )
-        tokens = measure_tokens(lengths_of(train.src), lengths_of(train.tgt))
-        plan.lines.append(_describe_tokens(tokens, sized))
-        derive(
-            settings,
-            texts,  # type: ignore[arg-type]
-            tokens,
-            batches_per_epoch=_batches_per_epoch(train, config.train.seed),
-            gpu=device.type == "cuda",
-            minutes=config.train.max_minutes,
-            clock=_clock(sized, train, device, dtype) if config.train.max_minutes else None,
-            bleu_ready=bleu_tokenizer_for(config.data.tgt_lang)[1],
-            fits=_fits(sized, device),
-        )
-        plan.lines += settings.lines
-        plan.steps = settings.steps
-        plan.lines.append(_derived_line(settings))
-        plan.warnings += settings.warnings
-    return with_values(config, settings.derived), plan
+    train = prepared_entry(sized, tokenizer=tokenizer, announce=False).split(
+        max_length=config.data.max_length
+    )
+    tokens = measure_tokens(lengths_of(train.src), lengths_of(train.tgt))
+    plan.lines.append(_describe_tokens(tokens, sized))
+    minutes = config.train.max_minutes
+    inputs = Inputs(
+        texts=texts,
+        tokens=tokens,
+        batches_per_epoch=_batches_per_epoch(train, config.train.seed),
+        gpu=device.type == "cuda",
+        minutes=minutes,
+        clock=_clock(sized, train, device, dtype) if minutes else None,
+        bleu_ready=bleu_tokenizer_for(config.data.tgt_lang)[1],
+        fits=_fits(sized, device),
+        world_size=world_size,
+        compiled=config.train.compile,
+    )
+    derive(settings, inputs)
+    planned = with_values(config, settings.derived)
+    plan.lines += settings.lines
+    plan.steps, plan.reasons = settings.steps, settings.reasons
+    plan.notes, plan.warnings = settings.notes, plan.warnings + settings.warnings
+    plan.timed, plan.ceiling = settings.ceiling is not None, settings.ceiling
+    plan.validation_seconds = settings.validation_seconds
+    return planned, plan
 
 
 def _fits(config: Config, device: torch.device) -> Callable[[Shape, int], bool]:
@@ -204,20 +238,6 @@ def _describe_tokens(tokens: TokenFigures, config: Config) -> str:
     )
 
 
-def _derived_line(settings: Settings) -> str:
-    t = settings
-    lr, warm = t.get("train", "lr"), t.get("train", "warmup_steps")
-    schedule = t.get("train", "schedule") or "inverse_sqrt"
-    return (
-        f"dropout {t.get('model', 'dropout')}, "
-        f"label smoothing {t.get('train', 'label_smoothing')}, "
-        f"peak rate {lr} after {warm} warm-up steps, {schedule} decay; validate every "
-        f"{t.get('train', 'validate_every')} steps (patience {t.get('train', 'patience')}), "
-        f"checkpoint every {t.get('train', 'checkpoint_every')}, average the last "
-        f"{t.get('train', 'average_last')}, beam {t.get('decoding', 'beam_size')}"
-    )
-
-
 def show_planned(config: str | None, overrides: list[str], *, comments: bool = True) -> str:
     """`tfm config show`: what `tfm train` would plan for the config on this machine, without
     training: the plan's lines and warnings as comments, then the resolved config as YAML
@@ -231,6 +251,6 @@ def show_planned(config: str | None, overrides: list[str], *, comments: bool = T
         loaded, device=device, dtype=resolve_precision(loaded.train.precision, device)
     )
     warnings = plan.warnings + check_settings(resolved, plan.steps)
-    lines = ["recipe from the data:", *(f"  {line}" for line in plan.lines)]
+    lines = ["recipe from the data:", *(f"  {line}" for line in plan.explained(resolved))]
     lines += [f"warning: {warning}" for warning in warnings]
     return "".join(f"# {line}\n" for line in lines) + render_yaml(resolved, comments=comments)

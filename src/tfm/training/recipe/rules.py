@@ -1,0 +1,145 @@
+"""The recipe's rules as pure functions of measured figures, each with the words that say why.
+
+Every function returns a `Choice`: the value and the rule written out with the figures it used
+(`max(8% of 3,242 steps, 120 × 6 layers)`), which the plan stores beside the key and `tfm config
+show` prints. `derive.py` applies them to a config in dependency order; the constants below are
+where the rules were measured (docs/experiments.md has the runs).
+"""
+
+from __future__ import annotations
+
+import math
+
+from tfm.training.recipe.choices import Choice
+
+STEPS_PER_EPOCH = 100  # at least, where the device's smallest batch allows
+VALIDATIONS = 8  # in a run, besides the one at its end
+VALIDATION_SHARE = 0.15  # of a time budget, at most, spent validating
+AVERAGE = 5  # checkpoints averaged at the end
+CHECKPOINT_SHARE = 0.03  # of the steps, between checkpoints: the last AVERAGE span 15%
+# Warm-up steps a stack layer needs, at least: a post-norm stack at its peak rate too early can
+# settle on one output for every source. On Multi30k de->en, the 3+3-layer m warmed up in 257
+# steps gave every validation sentence the same translation at step 402 and was at 3.7 BLEU at
+# step 804 (30.3 with 720 steps); the hand recipe warms the same model up in 800.
+WARMUP_PER_LAYER = 120
+# The most epochs a corpus of 30,000 pairs is worth, at the recipe's strongest dropout (0.3):
+# on Multi30k (29k pairs) the 2.3M model's test BLEU rose to 40.0 at 100 epochs and only to
+# 40.4 at 188, and the 7.6M model at dropout 0.1 peaked near epoch 20. Scaled with 1/sqrt(pairs)
+# as the other epoch rules are: 17 epochs at a million pairs, 173 at 10,000.
+MOST_EPOCHS_AT_30K = 100
+BEAM = 5  # §6.1 used 4; beam 5 gained 0.3-0.8 BLEU over greedy on Multi30k, 10 no more
+
+
+def vocab_size(types: int, distinct_chars: int) -> Choice:
+    """A quarter of the word types (both sides), rounded to 500, at least twice the distinct
+    characters, in [1000, 32000]: small corpora learn best with small BPE vocabularies
+    (Sennrich & Zhang, 2019)."""
+    quarter = round(types / 4 / 500) * 500
+    size = int(min(max(quarter, 2 * distinct_chars, 1000), 32000))
+    return Choice(
+        size,
+        f"a quarter of {types:,} word types ({quarter:,}), at least twice the {distinct_chars:,} "
+        "characters, in [1,000, 32,000]",
+    )
+
+
+def batch_tokens(epoch_tokens: int, *, gpu: bool, batches_a_step: int = 1) -> Choice:
+    """The largest power of two that gives an epoch of `epoch_tokens` batch tokens at least
+    `STEPS_PER_EPOCH` optimizer steps of `batches_a_step` batches (train.accumulate × processes),
+    within the device's bounds ([1024, 4096] on a CPU, [2048, 16384] on a GPU). A small corpus
+    learns more from more, smaller updates (Sennrich & Zhang, 2019; on Tatoeba en-ja 1,024-token
+    batches reached 7.8 BLEU in 15 minutes, 2,048-token ones 2.4)."""
+    low, high = (2048, 16384) if gpu else (1024, 4096)
+    wanted = max(epoch_tokens / STEPS_PER_EPOCH / batches_a_step, 1)
+    size = int(min(max(2 ** math.floor(math.log2(wanted)), low), high))
+    per_step = f" of {batches_a_step} batches" if batches_a_step > 1 else ""
+    return Choice(
+        size,
+        f"largest power of two giving {STEPS_PER_EPOCH} steps{per_step} an epoch of "
+        f"{epoch_tokens:,} batch tokens, in [{low:,}, {high:,}] on a {'GPU' if gpu else 'CPU'}",
+    )
+
+
+def min_epochs(pairs: int) -> int:
+    """The fewest epochs a model should train on a corpus of `pairs`: 12 at 30,000 pairs, more
+    for fewer pairs (at most 20), fewer for more (at least 2)."""
+    return int(min(max(round(12 * math.sqrt(30_000 / max(pairs, 1))), 2), 20))
+
+
+def default_epochs(pairs: int) -> int:
+    """Epochs without any budget: 40 at 30,000 pairs, more for fewer (at most 100), fewer for
+    more (at least 5)."""
+    return int(min(max(round(40 * math.sqrt(30_000 / max(pairs, 1))), 5), 100))
+
+
+def most_epochs(pairs: int) -> int:
+    """The most epochs a corpus of `pairs` is worth (`MOST_EPOCHS_AT_30K`, scaled with
+    1/sqrt(pairs)), in [10, 200]: beyond them, a longer budget gives nothing but time."""
+    return int(min(max(round(MOST_EPOCHS_AT_30K * math.sqrt(30_000 / max(pairs, 1))), 10), 200))
+
+
+def dropout(pairs: int, epochs: float) -> Choice:
+    """Residual dropout from the corpus's size and the epochs it trains: 0.1 for corpora of
+    100,000 pairs or more, and for smaller ones trained for at most 25 epochs; 0.2 up to 50
+    epochs; 0.3 beyond (the 7.6M model at 0.1 peaked at epoch 29 on Multi30k en→de)."""
+    if pairs >= 100_000:
+        return Choice(0.1, f"{pairs:,} pairs: 0.1 for 100,000 or more")
+    value = 0.1 if epochs <= 25 else 0.2 if epochs <= 50 else 0.3
+    return Choice(value, f"{epochs:.1f} epochs of {pairs:,} pairs: 0.1 to 25, 0.2 to 50, else 0.3")
+
+
+def peak_rate(d_model: int) -> Choice:
+    """1e-3 at d_model 256, inversely proportional to the width: 2e-3 at 128 (the toy recipe's),
+    5e-4 at 512 (the usual peak of the base model on small corpora)."""
+    rate = float(f"{1e-3 * 256 / d_model:.2g}")
+    return Choice(rate, f"1e-3 · 256 / d_model {d_model}")
+
+
+def warmup(steps: int, layers: int) -> Choice:
+    """8% of the steps, at least `WARMUP_PER_LAYER` a layer of the two stacks but never more than
+    a quarter of the steps, at most 4000."""
+    wanted = max(round(0.08 * steps), WARMUP_PER_LAYER * layers)
+    value = max(min(wanted, steps // 4, 4000), 1)
+    return Choice(
+        value,
+        f"max(8% of {steps:,} steps, {WARMUP_PER_LAYER} × {layers} layers), at most a quarter "
+        "of the steps and 4,000",
+    )
+
+
+def heads(d_model: int) -> Choice:
+    """Heads for a given width: one per 64 dimensions, at least 4 (the ladder's fewest), the
+    largest such count that divides `d_model`."""
+    wanted = max(d_model // 64, 4)
+    value = next(h for h in range(wanted, 0, -1) if d_model % h == 0)
+    return Choice(value, f"d_model {d_model} given: one head per 64 dimensions, at least 4")
+
+
+def validations(steps: int, *, affordable: int | None) -> Choice:
+    """Validate `VALIDATIONS` times in the run, fewer when each validation would take more than
+    its share of a time budget (`affordable`; at least 2)."""
+    count = VALIDATIONS if affordable is None else max(min(VALIDATIONS, affordable), 2)
+    every = max(math.ceil(steps / count), 1)
+    limit = "" if count == VALIDATIONS else f" ({count}: validating takes over 15% of the budget)"
+    return Choice(every, f"{count} validations in {steps:,} steps{limit}")
+
+
+def patience(planned_validations: int) -> Choice:
+    """Stop after half the planned validations without a better score (none under 6); under the
+    cosine decay the run then cools down before it stops (training/clock.py)."""
+    if planned_validations < 6:
+        return Choice(None, f"{planned_validations} validations planned: too few to stop early")
+    return Choice(planned_validations // 2, f"half of {planned_validations} planned validations")
+
+
+def checkpoint_every(steps: int) -> Choice:
+    """A checkpoint every `CHECKPOINT_SHARE` of the steps, so the last `AVERAGE` span 15%."""
+    value = max(round(CHECKPOINT_SHARE * steps), 1)
+    return Choice(value, f"3% of {steps:,} steps: the last {AVERAGE} span 15% of the run")
+
+
+def average_last(steps: int, every: int) -> Choice:
+    """`AVERAGE` checkpoints where the run has at least four times that many, else none."""
+    if steps >= AVERAGE * every * 4:
+        return Choice(AVERAGE, f"{steps // every} checkpoints in {steps:,} steps: the last 5")
+    return Choice(1, f"{steps // every} checkpoints: too few to average")
