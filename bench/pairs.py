@@ -2,6 +2,9 @@
 
     PYTHONPATH=src python bench/pairs.py                           # six Tatoeba pairs, derived
     PYTHONPATH=src python bench/pairs.py --pairs en-fr en-tr --variants derived example wide
+    PYTHONPATH=src python bench/pairs.py --pairs en-fr --seeds 3   # the seed spread
+    PYTHONPATH=src python bench/pairs.py --pairs en-fr --sweep train.lr=0.5x,2x
+    PYTHONPATH=src python bench/pairs.py --pairs en-fr --load start  # a machine that slows down
     PYTHONPATH=src python bench/pairs.py --quick                   # a tiny toy pair (tests)
 
 Every run starts from a data-only config (run_dir and data: the recipe plans the rest) with
@@ -13,15 +16,28 @@ adds keys to the data-only config:
 - derived: nothing; the recipe from the data;
 - example: the settings of a fixed hand-written recipe (the 7.6M model, a 8,000 BPE vocabulary,
   4,096-token batches, peak rate 1e-3 after 800 steps, §5.3's decay) for a corpus of ~30k pairs;
-- wide, large-batch, big-vocab, low-dropout: the recipe with one choice changed (the 7.6M
-  model's d_model 256 shape, 2,048-token batches, an 8,000 BPE vocabulary, or dropout 0.1).
+- the recipe with one choice changed: small-batch and large-batch (512- and 2,048-token
+  batches), narrow and wide (a d_model 96 shape of 2 + 2 layers, and the 7.6M model's d_model
+  256 shape of 3 + 3), low-rate and high-rate (peak 1e-3 and 4e-3, half and twice what the
+  recipe gives the d_model 128 shapes), low-dropout (0.1) and big-vocab (8,000 BPE).
+
+`--sweep KEY=V1,V2,…` adds a variant for each value of one config key (`train.lr=1e-3,4e-3`);
+a value ending in `x` scales the derived plan's value for that pair (`train.lr=0.5x,2x`), read
+from `tfm config show`. `--seeds N` trains every run with `train.seed` 0 … N-1.
+
+`--load start` starts a competing process (one thread of matrix products) once a run's plan is
+timed, so that the machine slows down mid-run; `--load stop` runs it while the plan is timed
+and stops it then, so that the machine speeds up. A plan from the time budget re-times itself
+as it trains: `used` (the share of the budget the run took) and `lr end` (its last learning
+rate over its peak; the decay's floor is 0.3) say whether it ended its decay at the budget.
 
 `--parallel N` trains N runs at a time (each on `--threads`); runs of one pair go together, so
-that the variants of a pair share the machine's load. The table: pair, variant, model and batch
-of the plan, steps, test BLEU (sacreBLEU's tokenizer for the language) and chrF, the <unk> rate of
-the test split under the run's tokenizer, and the minutes `tfm train` took (planning and data
-preparation included). `--json FILE` keeps the rows (written after each run, so a long run cut
-short keeps what it measured).
+that the variants of a pair share the machine's load. The table: pair, variant, seed, model and
+batch of the plan, the steps planned at the start and trained, the budget used, the last rate
+over the peak, test BLEU (sacreBLEU's tokenizer for the language) and chrF, the <unk> rate of
+the test split under the run's tokenizer, the minutes `tfm train` took (planning and data
+preparation included) and the machine's load average meanwhile. `--json FILE` keeps the rows
+(written after each run, so a long run cut short keeps what it measured).
 """
 
 from __future__ import annotations
@@ -29,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -53,12 +70,21 @@ VARIANTS: dict[str, dict] = {
         "train": {"max_epochs": 30, "max_tokens": 4096, "lr": 1e-3, "warmup_steps": 800,
                   "validate_every": 500, "patience": 5, "checkpoint_every": 100, "keep_last": 10},
     },
+    "small-batch": {"train": {"max_tokens": 512}},
+    "large-batch": {"train": {"max_tokens": 2048}},
+    "narrow": {"model": {"d_model": 96, "n_heads": 4, "n_encoder_layers": 2,
+                         "n_decoder_layers": 2, "d_ff": 384}},
     "wide": {"model": {"d_model": 256, "n_heads": 4, "n_encoder_layers": 3,
                        "n_decoder_layers": 3, "d_ff": 1024}},
-    "large-batch": {"train": {"max_tokens": 2048}},
-    "big-vocab": {"tokenizer": {"vocab_size": 8000}},
+    "low-rate": {"train": {"lr": 1e-3}},
+    "high-rate": {"train": {"lr": 4e-3}},
     "low-dropout": {"model": {"dropout": 0.1}},
+    "big-vocab": {"tokenizer": {"vocab_size": 8000}},
 }  # fmt: skip
+COMPETITOR = (
+    "import torch\ntorch.set_num_threads(1)\na = torch.randn(384, 384)\nwhile True:\n    a @ a"
+)
+PLANNED = re.compile(r"s a step: ([\d,]+) steps of \d+ batch tokens|: ([\d,]+) steps of \d+ batch")
 
 
 def tfm(*args: str, log: Path) -> str:
@@ -72,22 +98,54 @@ def tfm(*args: str, log: Path) -> str:
     return done.stdout.strip()
 
 
-def config_for(pair: str, variant: str, args: argparse.Namespace, folder: Path) -> Path:
-    """The run's config file: data-only, the budget, and the variant's keys."""
-    src, tgt = pair.split("-")
-    base = str(Path(args.data) / pair)
+def train(config: Path, log: Path, load: str | None) -> None:
+    """`tfm train` on `config`; under `load`, with a competing process started (`start`) or
+    stopped (`stop`) once the plan is logged."""
+    competitor = None
+    if load == "stop":
+        competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR])
+    with log.open("a", encoding="utf-8") as err:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tfm", "train", "--config", str(config), "--no-progress"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        while load and child.poll() is None and "recipe from the data" not in _text(log):
+            time.sleep(1)
+        if load == "start" and child.poll() is None:
+            competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR])
+        elif competitor is not None:
+            competitor.kill()
+        code = child.wait()
+    finally:
+        if competitor is not None:
+            competitor.kill()
+            competitor.wait()
+    if code != 0:
+        raise RuntimeError(f"tfm train --config {config} failed ({code}); see {log}")
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def config_for(job: dict, args: argparse.Namespace, folder: Path) -> Path:
+    """The run's config file: data-only, the budget, the seed, and the variant's keys."""
+    src, tgt = job["pair"].split("-")
+    base = str(Path(args.data) / job["pair"])
     config: dict = {
-        "run_dir": str(folder / f"{pair}-{variant}"),
+        "run_dir": str(folder / job["name"]),
         "data": {
             "src_lang": src,
             "tgt_lang": tgt,
             **{split: {"format": "text", "path": f"{base}/{split}"} for split in SPLITS},
         },
-        "train": {"max_minutes": args.minutes, "threads": args.threads},
+        "train": {"max_minutes": args.minutes, "threads": args.threads, "seed": job["seed"]},
     }
-    for section, keys in VARIANTS[variant].items():
+    for section, keys in job["keys"].items():
         config.setdefault(section, {}).update(keys)
-    path = folder / f"{pair}-{variant}.yaml"
+    path = folder / f"{job['name']}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
 
@@ -95,42 +153,73 @@ def config_for(pair: str, variant: str, args: argparse.Namespace, folder: Path) 
 SPLITS = ("train", "validation", "test")
 
 
-def run(pair: str, variant: str, args: argparse.Namespace, folder: Path) -> dict:
+def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
     """Train, average as planned, evaluate as planned; the table row."""
-    config = config_for(pair, variant, args, folder)
-    log = folder / f"{pair}-{variant}.log"
-    started = time.monotonic()
-    run_dir = folder / f"{pair}-{variant}"
+    config = config_for(job, args, folder)
+    log = folder / f"{job['name']}.log"
+    started, load = time.monotonic(), os.getloadavg()[0]
+    run_dir = folder / job["name"]
     try:
-        tfm("train", "--config", str(config), "--no-progress", log=log)
+        train(config, log, args.load)
     except RuntimeError:  # a time limit that leaves no usable model fails the command: score it
         if not (run_dir / "best.pt").exists():
             raise
     minutes = (time.monotonic() - started) / 60  # planning and data preparation included
+    load = (load + os.getloadavg()[0]) / 2
     planned = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
     scored = run_dir
     # A run the clock stopped early may hold fewer checkpoints than its plan averages.
     last = min(planned["train"]["average_last"], len(list((run_dir / "checkpoints").glob("*.pt"))))
     if last > 1:
-        averaged = folder / f"{pair}-{variant}-avg"
+        averaged = folder / f"{job['name']}-avg"
         tfm("average", "--run", str(run_dir), "--last", str(last), "--out", str(averaged), log=log)
         scored = averaged
     scores = json.loads(tfm("eval", "--run", str(scored), "--json", log=log))
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").open(encoding="utf-8")]
-    steps = max(event.get("step", 0) for event in events)
     m, t = planned["model"], planned["train"]
+    text = _text(log)
+    used = re.findall(r"done: .*?([\d.]+) of [\d.]+ minutes \((\d+)%\)", text)
+    at_start = PLANNED.search(text)
     return {
-        "pair": pair,
-        "variant": variant,
+        "pair": job["pair"],
+        "variant": job["variant"],
+        "seed": job["seed"],
         "plan": f"d{m['d_model']} {m['n_encoder_layers']}+{m['n_decoder_layers']} ff{m['d_ff']}, "
         f"vocab {planned['tokenizer']['vocab_size']}, batch {t['max_tokens']}, "
-        f"beam {planned['decoding']['beam_size']}, avg {t['average_last']}",
-        "steps": steps,
+        f"lr {t['lr']:g}, dropout {m['dropout']}, beam {planned['decoding']['beam_size']}, "
+        f"avg {t['average_last']}",
+        "planned": int((at_start[1] or at_start[2]).replace(",", "")) if at_start else None,
+        "steps": max(event.get("step", 0) for event in events),
+        "used": int(used[-1][1]) / 100 if used else None,
+        "lr_end": round([e for e in events if "lr" in e][-1]["lr"] / t["lr"], 3),
         "bleu": scores["bleu"],
         "chrf": scores["chrf"],
-        "unk_rate": unk_rate(run_dir, Path(args.data) / pair / "test", pair),
+        "unk_rate": unk_rate(run_dir, Path(args.data) / job["pair"] / "test", job["pair"]),
         "minutes": round(minutes, 1),
+        "load": round(load, 1),
     }
+
+
+def sweep_variants(pair: str, args: argparse.Namespace, folder: Path) -> list[tuple[str, dict]]:
+    """(name, keys) for each value of `--sweep KEY=V1,…`; `Nx` values scale the pair's derived
+    value of KEY (from `tfm config show` of its data-only config)."""
+    key, _, values = args.sweep.partition("=")
+    section, name = key.split(".")
+    derived = None
+    if any(v.endswith("x") for v in values.split(",")):
+        job = {"pair": pair, "name": f"{pair}-show", "seed": 0, "keys": {}}
+        shown = tfm("config", "show", "--config", str(config_for(job, args, folder)),
+                    log=folder / f"{pair}-show.log")  # fmt: skip
+        derived = yaml.safe_load(shown)[section][name]
+    variants = []
+    for value in values.split(","):
+        if value.endswith("x"):
+            number = float(value[:-1]) * derived
+            chosen: object = round(number) if isinstance(derived, int) else float(f"{number:.3g}")
+        else:
+            chosen = yaml.safe_load(value)
+        variants.append((f"{key}={chosen}", {section: {name: chosen}}))
+    return variants
 
 
 def unk_rate(run_dir: Path, prefix: Path, pair: str) -> float:
@@ -161,20 +250,47 @@ def toy_pairs(folder: Path) -> Path:
 
 
 def table(rows: list[dict]) -> str:
-    head = "| pair | variant | plan | steps | BLEU | chrF | <unk> | minutes |\n|" + "---|" * 8
+    head = (
+        "| pair | variant | seed | plan | planned | steps | used | lr end | BLEU | chrF | <unk> "
+        "| minutes | load |\n|" + "---|" * 13
+    )
     body = [
-        f"| {r['pair']} | {r['variant']} | {r['plan']} | {r['steps']} | {r['bleu']:.1f} | "
-        f"{r['chrf']:.1f} | {r['unk_rate']:.4f} | {r['minutes']:.1f} |"
+        f"| {r['pair']} | {r['variant']} | {r['seed']} | {r['plan']} | {r['planned'] or '–'} | "
+        f"{r['steps']} | {_share(r['used'])} | {r['lr_end']:.2f} | {r['bleu']:.1f} | "
+        f"{r['chrf']:.1f} | {r['unk_rate']:.4f} | {r['minutes']:.1f} | {r['load']:.1f} |"
         for r in rows
     ]
     return "\n".join([head, *body])
+
+
+def _share(used: float | None) -> str:
+    return "–" if used is None else f"{used:.0%}"
+
+
+def jobs_for(args: argparse.Namespace, folder: Path) -> list[dict]:
+    """Every run: each pair, its variants (and sweep values), each seed; a pair's runs together."""
+    jobs = []
+    for pair in args.pairs:
+        variants = [(name, VARIANTS[name]) for name in args.variants]
+        if args.sweep:
+            variants += sweep_variants(pair, args, folder)
+        for seed in range(args.seeds):
+            for name, keys in variants:
+                label = re.sub(r"[^\w.=-]", "_", name)
+                job_name = f"{pair}-{label}" + (f"-s{seed}" if args.seeds > 1 else "")
+                jobs.append({"pair": pair, "variant": name, "seed": seed, "keys": keys,
+                             "name": job_name})  # fmt: skip
+    return jobs
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.environ.get("TFM_TATOEBA", str(DATA)))
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
-    parser.add_argument("--variants", nargs="+", default=["derived"], choices=list(VARIANTS))
+    parser.add_argument("--variants", nargs="*", default=["derived"], choices=list(VARIANTS))
+    parser.add_argument("--sweep", default=None, help="KEY=V1,V2,…: a variant per value")
+    parser.add_argument("--seeds", type=int, default=1, help="train.seed 0 … N-1 for every run")
+    parser.add_argument("--load", choices=["start", "stop"], default=None)
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--parallel", type=int, default=1)
@@ -187,15 +303,10 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path(args.runs or tempfile.mkdtemp(prefix="tfm-pairs-"))
     folder.mkdir(parents=True, exist_ok=True)
     if args.quick:
-        args.data, args.pairs, args.minutes = (
-            str(toy_pairs(folder / "data")),
-            ["en-de"],
-            0.05,
-        )
-    jobs = [(pair, variant) for pair in args.pairs for variant in args.variants]
+        args.data, args.pairs, args.minutes = str(toy_pairs(folder / "data")), ["en-de"], 0.05
     rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        for row in pool.map(lambda job: run(*job, args, folder), jobs):
+        for row in pool.map(lambda job: run(job, args, folder), jobs_for(args, folder)):
             rows.append(row)
             print(table([row]).splitlines()[-1], flush=True)
             if args.json:

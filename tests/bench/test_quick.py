@@ -164,19 +164,21 @@ def test_no_benchmark_or_doc_names_a_machine_path():
 
 
 def test_pairs(script, capsys):
-    script("pairs").main(["--quick", "--variants", "derived", "large-batch", "--runs", "runs"])
+    script("pairs").main(["--quick", "--variants", "derived", "--sweep", "train.lr=2x",
+                          "--load", "start", "--runs", "runs"])  # fmt: skip
     out = capsys.readouterr().out
     rows = re.findall(
-        r"^\| en-de \| (\S+) \| (.+?) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", out, re.M
+        r"^\| en-de \| (\S+) \| 0 \| (.+?) \| (\d+) \| (\d+) \| (\d+)% \| ([\d.]+) \| "
+        r"([\d.]+) \| ([\d.]+) \| ([\d.]+) \|",
+        out,
+        re.M,
     )
-    assert [row[0] for row in rows] == [
-        "derived",
-        "large-batch",
-    ] * 2  # as they come, then the table
-    for _variant, plan, steps, bleu, chrf, unk in rows:
-        assert "vocab 1000" in plan and "beam 5" in plan and int(steps) >= 1
+    assert [row[0] for row in rows] == ["derived", "train.lr=0.004"] * 2  # as they come, then all
+    for _variant, plan, planned, steps, used, lr_end, bleu, chrf, unk in rows:
+        assert "vocab 1000" in plan and "beam 5" in plan and int(planned) >= int(steps) >= 1
+        assert int(used) > 0 and 0 < float(lr_end) <= 1
         assert 0 <= float(bleu) <= 100 and 0 <= float(chrf) <= 100 and float(unk) == 0
-    assert "batch 1024" in rows[0][1] and "batch 2048" in rows[1][1]  # the variant's key wins
+    assert "lr 0.002" in rows[0][1] and "lr 0.004" in rows[1][1]  # twice the derived rate
     assert "budget: 0.05 minutes on 1 thread(s) a run" in out
 
 

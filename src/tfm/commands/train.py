@@ -96,15 +96,28 @@ def _train_and_report(
     metric = cfg.train.early_stopping_metric
     sign = -1 if metric == "loss" else 1  # a loss is tracked negated, so higher is better
     best = "none" if result.best_score is None else f"{sign * result.best_score:.2f}"
-    log.info("done: %d steps (%s); best validation %s %s at step %s; peak memory %.0f MiB",
+    log.info("done: %d steps (%s); best validation %s %s at step %s;%s peak memory %.0f MiB",
              result.steps, result.stopped_because, metric, best, result.best_step,
-             result.peak_mib)  # fmt: skip
+             _time_used(result), result.peak_mib)  # fmt: skip
+    if result.stopped_because == "early_stopping" and result.budget_s and result.rank == 0:
+        left = (result.budget_s - result.elapsed_s) / 60
+        log.info("early stopping left %.1f of the %g minutes unused: the validation score had "
+                 "stopped improving, so more time would not have helped this run (more data or "
+                 "another model might)", left, result.budget_s / 60)  # fmt: skip
     cut_short = (
         result.stopped_because == "max_minutes" and (result.planned_steps or 0) > result.steps
     )
     if cut_short and result.rank == 0:  # the process that validated
         _cut_short(cfg, result, f"{resume_command} --set train.max_minutes=null")
     return TrainOutcome(str(result.run_dir) if result.rank == 0 else None, 0)
+
+
+def _time_used(result: TrainResult) -> str:
+    """The time the run used of its budget (" M of B minutes (P%);"), or "" without one."""
+    if not result.budget_s:
+        return ""
+    used, budget = result.elapsed_s / 60, result.budget_s / 60
+    return f" {used:.1f} of {budget:g} minutes ({result.elapsed_s / result.budget_s:.0%});"
 
 
 def _cut_short(cfg: Config, result: TrainResult, resume: str) -> None:

@@ -143,10 +143,14 @@ def _what_is_trained(config: Config) -> dict:
 def _finished_because(config: Config, progress: dict) -> str | None:
     """The budget (or early stopping) that a run at `progress` has reached, or None."""
     t = config.train
+    plan = progress.get("plan")  # a length re-planned by the clock or by early stopping
+    end = plan["end"] if plan else t.max_steps
     if t.max_epochs is not None and progress["epoch"] >= t.max_epochs:
         return "train.max_epochs"
-    if t.max_steps is not None and progress["step"] >= t.max_steps:
-        return "train.max_steps"
+    if plan and plan["cooling"] and progress["step"] >= end:
+        return "early stopping"
+    if end is not None and progress["step"] >= end:
+        return "train.max_minutes" if progress.get("clock") else "train.max_steps"
     if t.patience is not None and progress["validations_without_gain"] >= t.patience:
         return "early stopping"
     return None
