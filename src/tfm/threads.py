@@ -107,6 +107,13 @@ def use_threads(requested: int | None, *, level: int = logging.INFO) -> int:
     return threads
 
 
+def busy_machine() -> str | None:
+    """ "load L on N CPUs" when more work is runnable than this process may use CPUs (other
+    programs are running), else None."""
+    load, cpus = _load_average(), len(usable_cpus())
+    return f"load {load:.1f} on {cpus} CPUs" if load is not None and load > cpus else None
+
+
 def _load_average() -> float | None:
     try:
         return os.getloadavg()[0]

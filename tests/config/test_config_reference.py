@@ -35,12 +35,15 @@ def test_committed_reference_matches_the_schema():
         pytest.fail(problem, pytrace=False)
 
 
+_MINUTES = TrainConfig.model_fields["max_minutes"].description
+
+
 class _LongerTraining(TrainConfig):
-    max_steps: int | None = Field(600, ge=1, description="Stop after this many optimizer steps.")
+    max_minutes: float | None = Field(600.0, gt=0, description=_MINUTES)
 
 
 class _StricterTraining(TrainConfig):
-    max_steps: int | None = Field(None, ge=10, description="Stop after this many optimizer steps.")
+    max_minutes: float | None = Field(None, ge=10, description=_MINUTES)
 
 
 class _LongerConfig(Config):
@@ -54,8 +57,8 @@ class _StricterConfig(Config):
 @pytest.mark.parametrize(
     ("schema", "row"),
     [
-        (_LongerConfig, "| `train.max_steps` | int or null | *recipe* (else `600`) | ≥ 1 |"),
-        (_StricterConfig, "| `train.max_steps` | int or null | *recipe* (else `null`) | ≥ 10 |"),
+        (_LongerConfig, "| `train.max_minutes` | float or null | `600.0` | > 0 |"),
+        (_StricterConfig, "| `train.max_minutes` | float or null | `null` | ≥ 10 |"),
     ],
 )
 def test_a_changed_field_makes_the_reference_stale(schema, row):

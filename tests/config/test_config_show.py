@@ -41,7 +41,7 @@ def test_a_config_and_sets_show_what_training_would_use(tmp_path):
     expected = load_config(TOY, ["train.max_steps=7"])
     assert load_config(tmp_path / "shown.yaml") == expected
     assert "  max_steps: 7  # default: null\n" in result.stdout
-    assert "  d_model: 128  # default: 512\n" in result.stdout
+    assert "  d_model: 128  # default: null\n" in result.stdout
     plain = invoke("config", "show", "--config", TOY, "--no-comments", "--no-plan").stdout
     assert "#" not in plain and "  d_model: 128\n" in plain
 

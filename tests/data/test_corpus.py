@@ -209,9 +209,16 @@ def test_toy_splits_come_from_one_cached_call_and_swap_direction(fake_toy):
     assert report.summary().startswith("validation: read 2 pairs from the toy corpus")
 
 
-def test_toy_needs_english_and_german(fake_toy):
-    with pytest.raises(DataError, match="toy corpus is English–German.*'fr'/'en'"):
+def test_toy_needs_english_and_german_and_a_missing_split_says_how_to_give_one(fake_toy):
+    with pytest.raises(DataError, match="toy corpus .*English–German, but .* 'fr'/'en'"):
         load(format="toy", src_lang="fr", tgt_lang="en")
+    with pytest.raises(DataError) as error:  # a config that names no test split
+        load("test", format="toy", src_lang="en", tgt_lang="fr")
+    assert str(error.value) == (
+        "data.test is the built-in toy corpus (what a config that names no test split gets), "
+        "which is English–German, but src_lang/tgt_lang are 'en'/'fr': give data.test in the "
+        "config (or score files: tfm eval --src FILE --ref FILE)"
+    )
 
 
 def test_real_toy_corpus_swaps_direction():

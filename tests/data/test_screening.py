@@ -17,7 +17,8 @@ def tsv_config(tmp_path, lines: list[str], *sets: str):
     path = tmp_path / "train.tsv"
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     split = f"{{format: tsv, path: {path}, columns: [en, de]}}"
-    config = load_config(None, [f"data.train={split}", f"data.validation={split}", *sets])
+    sets = (f"data.train={split}", f"data.validation={split}", "tokenizer.vocab_size=100", *sets)
+    config = load_config(None, list(sets))
     return config, path
 
 

@@ -128,10 +128,10 @@ def test_shared_and_tied_embeddings_are_one_parameter():
 
 
 def test_activation_dropout_from_the_config_reaches_every_feed_forward_network():
-    config = Config.model_validate({"model": {"activation_dropout": 0.4, "dropout": 0.0}})
+    shape = {"d_model": 32, "n_heads": 4, "n_encoder_layers": 2, "n_decoder_layers": 2, "d_ff": 64}
+    config = Config.model_validate({"model": {"activation_dropout": 0.4, "dropout": 0.0, **shape}})
     vocab = SimpleNamespace(src_vocab_size=V, tgt_vocab_size=V)
     args = model_args(config, vocab)
-    args = replace(args, d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64)
     model = build_model(args).train()
     layers = [*model.encoder.layers, *model.decoder.layers]
     assert [layer.feed_forward.dropout.p for layer in layers] == [0.4] * 4
@@ -154,7 +154,9 @@ def test_model_args_from_the_config_copy_every_model_option():
     assert asdict(args) == {**options, **sizes}
     assert [f.name for f in fields(ModelArgs)] == list(asdict(args))
     with pytest.raises(TypeError, match="needs src_vocab_size, tgt_vocab_size, pad_id"):
-        ModelArgs.from_config(ModelConfig())
+        ModelArgs.from_config(ModelConfig(**options))
+    with pytest.raises(TypeError, match="^model.d_model, model.n_heads, .* not set"):
+        ModelArgs.from_config(ModelConfig(), **sizes)  # the recipe has not planned it
 
 
 def test_model_args_are_keyword_only_and_frozen():

@@ -26,7 +26,7 @@ def average_run(
     paths = find_run(run)
     if last is None and best is None:
         last = load_config(paths.config, stored=True).train.average_last
-        if last < 2:
+        if last is None or last < 2:
             raise UsageError(
                 f"{paths.config} plans no averaging (train.average_last: {last}); "
                 "give --last N or --best N"

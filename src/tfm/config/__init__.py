@@ -19,6 +19,7 @@ from tfm.config.schema import (
     TokenizerConfig,
     ToyConfig,
     TrainConfig,
+    planned,
 )
 from tfm.config.yaml_reader import read_yaml
 
@@ -35,6 +36,7 @@ __all__ = [
     "ToyConfig",
     "TrainConfig",
     "load_config",
+    "planned",
     "read_yaml",
     "to_yaml",
 ]

@@ -191,11 +191,11 @@ def render(root: type[BaseModel] = Config) -> str:
         "train.max_steps=600`. An unknown key, a wrong type or a value out of range is an error "
         "that names the key. `null` is YAML's empty value (none, off).",
         "",
-        "A default marked *recipe* is derived from the training data when a config leaves the "
-        "key unset (`src/tfm/training/recipe/`): vocabulary, model shape, batch, learning rate and "
-        "schedule, training length, validation and checkpoint cadence, averaging and beam. "
-        "The value after it is the schema's, used where no plan is made. `tfm config show "
-        "--config FILE` prints the plan, and a run's config.yaml holds it.",
+        "A key marked *recipe* has no default: it is either given or derived from the training "
+        "data, the device and the budget (`src/tfm/training/recipe/`): vocabulary, model shape, "
+        "batch, learning rate and schedule, training length, validation and checkpoint "
+        "cadence, averaging and beam. `tfm config show --config FILE` prints the plan with the "
+        "rule behind each key, and a run's config.yaml and plan.json hold it.",
     ]
     for section in sections(root):
         lines += ["", *_render_section(section)]
@@ -218,7 +218,7 @@ def _render_section(section: Section) -> list[str]:
             f"`{key.default}`" if key.default else ("required" if key.type != "section" else "")
         )
         if key.path in _RECIPE:
-            default = f"*recipe* (else {default})"
+            default = "*recipe*"
         allowed = "; ".join(filter(None, [", ".join(f"`{c}`" for c in key.choices), key.bounds]))
         cells = [f"`{key.path}`", key.type, default, allowed, key.description]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")

@@ -6,10 +6,11 @@ out-of-range values are errors (`tfm.config.loading` words them).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tfm.errors import ConfigError
 from tfm.limits import (
     MAX_BATCH_TOKENS,
     MAX_BEAM_SIZE,
@@ -32,7 +33,8 @@ Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
 Layers = Annotated[int, Field(ge=1, le=MAX_LAYERS)]  # a stack's depth
 
 # The keys the recipe (`tfm.training.recipe`) derives from the training data when a config
-# leaves them unset.
+# leaves them out. They have no default: a key is either given or derived (null given where the
+# key allows it means "none": no step limit, no early stopping …).
 RECIPE_KEYS = {
     "tokenizer": ("vocab_size",),
     "model": ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "dropout"),
@@ -43,6 +45,19 @@ RECIPE_KEYS = {
     ),
     "decoding": ("beam_size",),
 }  # fmt: skip
+
+
+T = TypeVar("T")
+
+
+def planned(value: T | None, key: str) -> T:
+    """`value` of the recipe key `key` (dotted), which a planned config has (given, or derived
+    by `tfm.training.recipe`); a ConfigError where it is still unset."""
+    if value is None:
+        raise ConfigError(
+            f"{key} is not set: give it in the config, or let `tfm train` derive it from the data"
+        )
+    return value
 
 
 class StrictModel(BaseModel):
@@ -172,8 +187,8 @@ class DataConfig(StrictModel):
 class TokenizerConfig(StrictModel):
     """The byte-pair encoding (BPE) vocabulary learnt from the training split."""
 
-    vocab_size: int = Field(
-        8000,
+    vocab_size: int | None = Field(
+        None,
         ge=64,
         le=MAX_VOCAB_SIZE,
         description="BPE vocabulary size, special tokens included (each, if separate).",
@@ -214,19 +229,25 @@ class TokenizerConfig(StrictModel):
 class ModelConfig(StrictModel):
     """The encoder–decoder Transformer's shape and regularisation (§3, §5.4)."""
 
-    d_model: int = Field(
-        512, ge=8, le=MAX_D_MODEL, description="Width of embeddings and every layer's output."
+    d_model: int | None = Field(
+        None,
+        ge=8,
+        le=MAX_D_MODEL,
+        description="Width of embeddings and every layer's output.",
     )
-    n_heads: int = Field(
-        8, ge=1, le=MAX_HEADS, description="Attention heads per layer; must divide `d_model`."
+    n_heads: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_HEADS,
+        description="Attention heads per layer; must divide `d_model`.",
     )
-    n_encoder_layers: Layers = Field(6, description="Layers in the encoder stack.")
-    n_decoder_layers: Layers = Field(6, description="Layers in the decoder stack.")
-    d_ff: int = Field(
-        2048, ge=1, le=MAX_D_FF, description="Hidden width of each feed-forward block."
+    n_encoder_layers: Layers | None = Field(None, description="Layers in the encoder stack.")
+    n_decoder_layers: Layers | None = Field(None, description="Layers in the decoder stack.")
+    d_ff: int | None = Field(
+        None, ge=1, le=MAX_D_FF, description="Hidden width of each feed-forward block."
     )
-    dropout: float = Field(
-        0.1,
+    dropout: float | None = Field(
+        None,
         ge=0.0,
         lt=1.0,
         description="Residual dropout, on each sub-layer's output and the "
@@ -257,7 +278,7 @@ class ModelConfig(StrictModel):
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ModelConfig:
-        if self.d_model % self.n_heads:
+        if self.d_model is not None and self.n_heads is not None and self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         return self
 
@@ -274,13 +295,16 @@ class TrainConfig(StrictModel):
         description="Stop after this many optimizer steps; null: no step limit.",
     )
     max_epochs: int | None = Field(
-        30, ge=1, le=MAX_EPOCHS, description="Stop after this many epochs; null: no epoch limit."
+        None,
+        ge=1,
+        le=MAX_EPOCHS,
+        description="Stop after this many epochs; null: no epoch limit.",
     )
     max_minutes: float | None = Field(
         None, gt=0, description="Stop after this many minutes of training; null: no time limit."
     )
-    max_tokens: int = Field(
-        4096,
+    max_tokens: int | None = Field(
+        None,
         ge=16,
         le=MAX_BATCH_TOKENS,
         description="Tokens per batch: sentences times the longer side's padded length.",
@@ -294,14 +318,14 @@ class TrainConfig(StrictModel):
         description="Peak learning rate, reached at the end of warm-up; null: "
         "`d_model`^-0.5 · `warmup_steps`^-0.5 (§5.3).",
     )
-    warmup_steps: int = Field(
-        4000,
+    warmup_steps: int | None = Field(
+        None,
         ge=1,
         le=MAX_STEPS,
         description="Steps of linear warm-up to the peak learning rate (§5.3).",
     )
-    schedule: Literal["inverse_sqrt", "cosine"] = Field(
-        "inverse_sqrt",
+    schedule: Literal["inverse_sqrt", "cosine"] | None = Field(
+        None,
         description="Decay after warm-up: inverse_sqrt, as 1/sqrt(step) (§5.3); cosine, from the "
         "peak down to 30% of it over `decay_steps`, then flat.",
     )
@@ -309,8 +333,8 @@ class TrainConfig(StrictModel):
         None,
         ge=1,
         le=MAX_STEPS,
-        description="Steps from the end of warm-up to the end of the cosine decay; null: the "
-        "planned training (`max_steps`, else the steps of `max_epochs`).",
+        description="Steps from the end of warm-up to the end of the cosine decay; null with the "
+        "cosine: the planned training (`max_steps`, else the steps of `max_epochs`).",
     )
     betas: tuple[Beta, Beta] = Field(
         (0.9, 0.98),
@@ -318,8 +342,8 @@ class TrainConfig(StrictModel):
     )
     eps: float = Field(1e-9, gt=0, description="AdamW's ε, added to the denominator.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW's decoupled weight decay; 0: off.")
-    label_smoothing: float = Field(
-        0.1,
+    label_smoothing: float | None = Field(
+        None,
         ge=0.0,
         lt=1.0,
         description="Label smoothing ε_ls (§5.4): the share of each target's probability spread "
@@ -334,8 +358,8 @@ class TrainConfig(StrictModel):
     clip_norm: float | None = Field(
         1.0, gt=0, description="Largest gradient norm before clipping; null: no clipping."
     )
-    validate_every: int = Field(
-        1000,
+    validate_every: int | None = Field(
+        None,
         ge=1,
         description="Steps between validations, each of which writes a checkpoint; training also "
         "validates when it stops.",
@@ -348,13 +372,15 @@ class TrainConfig(StrictModel):
     validation_samples: int = Field(
         3, ge=0, description="Sample translations logged at each validation."
     )
-    early_stopping_metric: Literal["bleu", "chrf", "loss"] = Field(
-        "bleu", description="Validation score that decides the best model and early stopping."
+    early_stopping_metric: Literal["bleu", "chrf", "loss"] | None = Field(
+        None,
+        description="Validation score that decides the best model and early stopping.",
     )
     patience: int | None = Field(
         None,
         ge=1,
-        description="Stop after this many validations without improvement; null: never.",
+        description="Stop after this many validations without improvement (under the cosine "
+        "decay, after a cool-down); null: never.",
     )
     device: Literal["auto", "cpu", "cuda", "mps"] = Field(
         "auto", description="Device to train on; auto: CUDA, else Apple MPS, else CPU."
@@ -385,9 +411,9 @@ class TrainConfig(StrictModel):
         description="Also write train_loss, lr and the validation scores as TensorBoard event "
         "files to `run_dir`/tensorboard/, when the `tensorboard` package is installed.",
     )
-    keep_last: int = Field(3, ge=1, description="Newest checkpoints kept.")
-    average_last: int = Field(
-        1,
+    keep_last: int | None = Field(None, ge=1, description="Newest checkpoints kept.")
+    average_last: int | None = Field(
+        None,
         ge=1,
         description="Newest checkpoints that `tfm average` averages when given neither --last "
         "nor --best; 1: none.",
@@ -410,8 +436,11 @@ class DecodingConfig(StrictModel):
     max_len_b: int = Field(
         10, ge=1, le=MAX_POSITIONS, description="Output limit a · source length + b tokens: the b."
     )
-    beam_size: int = Field(
-        1, ge=1, le=MAX_BEAM_SIZE, description="Beam search width; 1: greedy decoding."
+    beam_size: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_BEAM_SIZE,
+        description="Beam search width; 1: greedy decoding.",
     )
     length_penalty: float = Field(
         0.6,

@@ -298,9 +298,11 @@ def _toy_corpus(n_train: int, n_validation: int, n_test: int, seed: int) -> dict
 
 def _read_toy(toy: ToyConfig, *, split: str, src_lang: str, tgt_lang: str) -> Pairs:
     if {src_lang, tgt_lang} != {"en", "de"}:
+        instead = " (or score files: tfm eval --src FILE --ref FILE)" if split == "test" else ""
         raise DataError(
-            f"the toy corpus is English–German, but src_lang/tgt_lang are "
-            f"'{src_lang}'/'{tgt_lang}'; use en and de, or another data format"
+            f"data.{split} is the built-in toy corpus (what a config that names no {split} split "
+            f"gets), which is English–German, but src_lang/tgt_lang are '{src_lang}'/"
+            f"'{tgt_lang}': give data.{split} in the config{instead}"
         )
     try:
         corpus = _toy_corpus(toy.n_train, toy.n_validation, toy.n_test, toy.seed)

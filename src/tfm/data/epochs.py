@@ -20,7 +20,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from tfm.config import Config
+from tfm.config import Config, planned
 from tfm.data.batching import EpochData, Pairs, TokenBatchSampler
 from tfm.data.bidirectional import BothDirections
 from tfm.data.bpe_dropout import BpeDropout
@@ -74,15 +74,16 @@ class EpochPlan:
         """The plan of a run: BPE-dropout when `tokenizer.bpe_dropout` > 0, then both directions
         in the first `train.bidirectional_epochs` epochs."""
         t, tok = config.train, config.tokenizer
+        max_tokens = planned(t.max_tokens, "train.max_tokens")
         transforms: list[EpochTransform] = []
         if tok.bpe_dropout > 0:
             transforms.append(BpeDropout(
-                split, tokenizer, p=tok.bpe_dropout, seed=t.seed, max_tokens=t.max_tokens,
+                split, tokenizer, p=tok.bpe_dropout, seed=t.seed, max_tokens=max_tokens,
                 max_length=config.data.max_length, sides=tok.bpe_dropout_sides,
             ))  # fmt: skip
         if t.bidirectional_epochs > 0:
             transforms.append(BothDirections(epochs=t.bidirectional_epochs))
-        return cls(split, max_tokens=t.max_tokens, seed=t.seed, transforms=transforms)
+        return cls(split, max_tokens=max_tokens, seed=t.seed, transforms=transforms)
 
     def data(self, epoch: int) -> EpochData:
         """Epoch `epoch`'s pairs and its batches (lists of pair indices) in training order."""

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tfm.config import DataConfig, TokenizerConfig
+from tfm.config import DataConfig, TokenizerConfig, planned
 from tfm.data.corpus import LoadReport, load_split
 from tfm.data.interruptible import interruptibly
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
@@ -54,7 +54,7 @@ def fit_tokenizer(src: list[str], tgt: list[str], config: TokenizerConfig) -> To
         train_tokenizer,
         src,
         tgt,
-        vocab_size=config.vocab_size,
+        vocab_size=planned(config.vocab_size, "tokenizer.vocab_size"),
         min_frequency=config.min_frequency,
         joint=config.joint,
         byte_fallback=config.byte_fallback,

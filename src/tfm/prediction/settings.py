@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tfm.config import DecodingConfig
+from tfm.config import DecodingConfig, planned
 
 if TYPE_CHECKING:
     import torch
@@ -57,7 +57,7 @@ class DecodeSettings:
             config.max_tokens,
             str(device),
             str(dtype),
-            beam_size=beam_size or max(config.beam_size, min_beam),
+            beam_size=beam_size or max(planned(config.beam_size, "decoding.beam_size"), min_beam),
             length_penalty=config.length_penalty if length_penalty is None else length_penalty,
         )
 

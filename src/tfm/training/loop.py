@@ -241,7 +241,7 @@ def _after_step(session: Session, parallel: DataParallel, started: float) -> str
         session.read_steps()
     if stop.requested:
         return "interrupted"
-    validating = p.step % t.validate_every == 0
+    validating = p.step % session.validate_every == 0
     checkpointing = session.checkpoint_every is not None and p.step % session.checkpoint_every == 0
     if validating or checkpointing:
         follow_clock(session, parallel, p.elapsed_s, validating=validating)
@@ -279,7 +279,7 @@ def _cooling_down(session: Session, parallel: DataParallel) -> bool:
     p, t = session.progress, session.config.train
     if p.plan is not None and p.plan.cooling:
         return True
-    end = session.clock.cool_down(every=session.checkpoint_every or t.validate_every)
+    end = session.clock.cool_down(every=session.checkpoint_every or session.validate_every)
     if end is None:
         return False
     parallel.share_plan(p)

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 
 import torch
 
-from tfm.config import Config
+from tfm.config import Config, planned
 
 
 def peak_learning_rate(config: Config) -> float:
     """`train.lr`, or the paper's peak d_model^-0.5 · warmup^-0.5 (eq. 3 at step = warmup)."""
     if config.train.lr is not None:
         return config.train.lr
-    return config.model.d_model**-0.5 * config.train.warmup_steps**-0.5
+    d_model = planned(config.model.d_model, "model.d_model")
+    return d_model**-0.5 * planned(config.train.warmup_steps, "train.warmup_steps") ** -0.5
 
 
 # The cosine decay ends at this share of the peak, not near zero: the recipe averages its last
@@ -70,7 +71,8 @@ def configured_decay(config: Config) -> Decay | None:
     t = config.train
     if t.decay_steps is None:
         return None
-    return Decay(start=t.warmup_steps, end=t.warmup_steps + t.decay_steps)
+    warmup = planned(t.warmup_steps, "train.warmup_steps")
+    return Decay(start=warmup, end=warmup + t.decay_steps)
 
 
 def rate_at(step: int, config: Config, decay: Decay | None = None) -> float:
@@ -80,8 +82,8 @@ def rate_at(step: int, config: Config, decay: Decay | None = None) -> float:
     return learning_rate(
         step,
         peak=peak_learning_rate(config),
-        warmup_steps=t.warmup_steps,
-        schedule=t.schedule,
+        warmup_steps=planned(t.warmup_steps, "train.warmup_steps"),
+        schedule=planned(t.schedule, "train.schedule"),
         decay=decay or configured_decay(config),
     )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from tfm.config import Config
+from tfm.config import Config, planned
 from tfm.data.cache.prepared_cache import training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import EncodedSplit
@@ -112,7 +112,12 @@ class Session:
         """The run's re-planning (`training/clock.py`), over its progress."""
         t = self.config.train
         return Clock(self.progress, configured=configured_decay(self.config), steps=t.max_steps,
-                     warmup=t.warmup_steps, validate_every=t.validate_every)  # fmt: skip
+                     warmup=planned(t.warmup_steps, "train.warmup_steps"),
+                     validate_every=self.validate_every)  # fmt: skip
+
+    @property
+    def validate_every(self) -> int:
+        return planned(self.config.train.validate_every, "train.validate_every")
 
     @property
     def max_steps(self) -> int | None:
@@ -323,7 +328,7 @@ def open_session(
     splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
     log_start(config, splits["train"], tokenizer)
     args = model_args(config, tokenizer)
-    check_fits(args, config.train.max_tokens, device)
+    check_fits(args, planned(config.train.max_tokens, "train.max_tokens"), device)
     torch.manual_seed(config.train.seed)
     with _out_of_memory_refused(device):
         model = build_model(args).to(device)
@@ -349,7 +354,7 @@ def open_session(
         epochs=epochs,
         store=CheckpointStore(
             paths.checkpoints,
-            keep_last=config.train.keep_last,
+            keep_last=planned(config.train.keep_last, "train.keep_last"),
             keep_best=config.train.keep_best,
             mode="max",
         ),

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tfm.config import planned
 from tfm.data.batching import Batch, pad_to_static_shape
 from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tfm.training.data_parallel import DataParallel
@@ -69,7 +70,8 @@ def optimizer_step(
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
     if cfg.train.static_shapes:
-        batches = [static(b, max_tokens=cfg.train.max_tokens) for b in batches]
+        max_tokens = planned(cfg.train.max_tokens, "train.max_tokens")
+        batches = [static(b, max_tokens=max_tokens) for b in batches]
     n_tokens = parallel.sum(sum(b.n_tgt_tokens for b in batches))
     parallel.module.train()
     optimizer.zero_grad(set_to_none=True)
@@ -143,5 +145,8 @@ def batch_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> t
         hidden = module(batch.src, batch.tgt_in, project=False)  # (B, T, D)
         hidden = hidden.flatten(0, 1).index_select(0, positions)  # (N, D): padding gets no logits
         return projected_loss_sum(
-            hidden, weight, targets, label_smoothing=session.config.train.label_smoothing
+            hidden,
+            weight,
+            targets,
+            label_smoothing=planned(session.config.train.label_smoothing, "train.label_smoothing"),
         )

@@ -65,6 +65,8 @@ class ModelArgs:
         if missing := [n for n in names if n not in given and not hasattr(model_config, n)]:
             raise TypeError(f"ModelArgs.from_config needs {', '.join(missing)}")
         copied = {n: getattr(model_config, n) for n in names if n not in given}
+        if unset := [f"model.{n}" for n, value in copied.items() if value is None]:
+            raise TypeError(f"{', '.join(unset)} not set: a config the recipe has not planned")
         return cls(**copied, **given)
 
     @classmethod

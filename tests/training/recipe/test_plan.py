@@ -54,6 +54,10 @@ def test_config_show_prints_the_plan_training_would_use(tmp_path):
     shown = invoke("config", "show", "--config", config)
     assert shown.exit_code == 0, shown.output
     assert shown.stdout.startswith("# recipe from the data:\n#   corpus en→de: 400 pairs")
+    derived = unset_keys(load_config(config))
+    rules = re.findall(r"^#   ([a-z_]+\.[a-z_]+) = (.+?)  ← (.+)$", shown.stdout, re.M)
+    assert [key for key, _, _ in rules] == derived  # every derived key, with its rule
+    assert all(rule and rule != "no rule" for _, _, rule in rules)
     (tmp_path / "shown.yaml").write_text(shown.stdout, encoding="utf-8")
     result = invoke("train", "--config", config, "--no-progress")
     assert result.exit_code == 0, result.output
@@ -137,10 +141,14 @@ def test_tfm_average_averages_the_planned_checkpoints_by_default(tmp_path, caplo
     assert "plans no averaging (train.average_last: 1); give --last N or --best N" in refused.stderr
 
 
-def test_a_time_budget_is_divided_by_the_step_timed_on_this_machine(tmp_path):
+def test_a_time_budget_is_divided_by_the_step_timed_on_this_machine(tmp_path, monkeypatch):
+    import tfm.training.recipe.plan as plan
+
+    monkeypatch.setattr(plan, "busy_machine", lambda: "load 9.0 on 2 CPUs")
     train = {"max_minutes": 0.5, "threads": 1, "tensorboard": False}  # no step budget given
     shown = invoke("config", "show", "--config", config_file(tmp_path, train=train))
     assert shown.exit_code == 0, shown.output
+    assert "# warning: the steps were timed on a busy machine (load 9.0 on 2 CPUs)" in shown.stdout
     found = re.search(r"train\.max_minutes=0\.5 at ([\d.]+) s a step: ([\d,]+) steps", shown.stdout)
     assert found, shown.stdout
     seconds, steps = float(found[1]), int(found[2].replace(",", ""))

@@ -33,7 +33,7 @@ from typing import BinaryIO
 import numpy as np
 from tqdm import tqdm
 
-from tfm.config import Config, TokenizerConfig
+from tfm.config import Config, TokenizerConfig, planned
 from tfm.data.cache.bulk_encoding import characters
 from tfm.data.cache.cache_key import SIDES, VERSION, CacheKey
 from tfm.data.cache.parallel_encoding import Encoding, workers_for
@@ -230,7 +230,7 @@ def _learn(
     def learn(src, tgt, **alphabets) -> Tokenizer:  # interruptible by SIGINT and SIGTERM
         work = functools.partial(
             train_tokenizer, src, tgt,
-            vocab_size=settings.vocab_size,
+            vocab_size=planned(settings.vocab_size, "tokenizer.vocab_size"),
             min_frequency=settings.min_frequency,
             joint=settings.joint,
             byte_fallback=settings.byte_fallback,

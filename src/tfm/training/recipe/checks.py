@@ -9,7 +9,7 @@ wants for a quick look.
 
 from __future__ import annotations
 
-from tfm.config import Config
+from tfm.config import Config, planned
 from tfm.training.recipe.fingerprint import TextFigures
 
 FEWEST_PAIRS = 300  # below this, no model learns to translate
@@ -37,10 +37,11 @@ def checkpoints_kept(config: Config, steps: int) -> int:
     """How many checkpoints a run of `steps` steps will have when it ends: one at each
     validation and each `checkpoint_every`, one at the end, at most `keep_last` of them."""
     t = config.train
-    at = set(range(t.validate_every, steps + 1, t.validate_every)) | {steps}
+    every = planned(t.validate_every, "train.validate_every")
+    at = set(range(every, steps + 1, every)) | {steps}
     if t.checkpoint_every is not None:
         at |= set(range(t.checkpoint_every, steps + 1, t.checkpoint_every))
-    return min(len(at), t.keep_last)
+    return min(len(at), planned(t.keep_last, "train.keep_last"))
 
 
 def check_settings(config: Config, steps: int | None) -> list[str]:
@@ -49,15 +50,18 @@ def check_settings(config: Config, steps: int | None) -> list[str]:
     if not steps:
         return []
     t = config.train
+    warmup = planned(t.warmup_steps, "train.warmup_steps")
+    every = planned(t.validate_every, "train.validate_every")
+    average = planned(t.average_last, "train.average_last")
     found = []
-    if t.warmup_steps >= steps:
+    if warmup >= steps:
         found.append(
             f"train.warmup_steps={t.warmup_steps} is not shorter than the {steps:,} planned "
             f"steps: the learning rate never reaches its peak; set it to about "
             f"{max(steps // 10, 1)} (or leave it out for the recipe's)"
         )
-    validations = steps // t.validate_every
-    if t.validate_every > steps:
+    validations = steps // every
+    if every > steps:
         found.append(
             f"train.validate_every={t.validate_every} is longer than the {steps:,} planned "
             f"steps: training validates only at its end; set it to about {max(steps // 8, 1)}"
@@ -69,11 +73,11 @@ def check_settings(config: Config, steps: int | None) -> list[str]:
             f"{t.validate_every}); lower it or validate more often"
         )
     kept = checkpoints_kept(config, steps)
-    if t.average_last > kept:
+    if average > kept:
         found.append(
             f"train.average_last={t.average_last} averages more checkpoints than the {kept} "
             f"the run will keep; set train.checkpoint_every to about "
-            f"{max(steps // (4 * t.average_last), 1)} and train.keep_last to at least "
+            f"{max(steps // (4 * average), 1)} and train.keep_last to at least "
             f"{t.average_last}"
         )
     return found

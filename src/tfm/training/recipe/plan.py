@@ -23,7 +23,7 @@ from functools import cache
 
 import torch
 
-from tfm.config import RECIPE_KEYS, Config, load_config
+from tfm.config import RECIPE_KEYS, Config, load_config, planned
 from tfm.config.show import render_yaml
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.cache.prepared_cache import prepared_entry
@@ -33,7 +33,7 @@ from tfm.data.tokenizer import Tokenizer
 from tfm.device import resolve_precision, select_device
 from tfm.errors import ConfigError
 from tfm.prediction.scoring import bleu_tokenizer_for
-from tfm.threads import use_threads
+from tfm.threads import busy_machine, use_threads
 from tfm.training.recipe.calibration import Calibration
 from tfm.training.recipe.checks import check_settings, check_texts
 from tfm.training.recipe.choices import Inputs, Settings
@@ -157,7 +157,14 @@ def plan_run(
         world_size=world_size,
         compiled=config.train.compile,
     )
+    busy = busy_machine() if minutes else None
     derive(settings, inputs)
+    if busy:
+        settings.warnings.append(
+            f"the steps were timed on a busy machine ({busy}): the plan is for a slower "
+            "machine than a quiet one; the run re-times its length as it trains, but its model, "
+            "dropout and cadence stay as planned (plan on a quiet machine, or give the keys)"
+        )
     planned = with_values(config, settings.derived)
     plan.lines += settings.lines
     plan.steps, plan.reasons = settings.steps, settings.reasons
@@ -171,7 +178,7 @@ def _fits(config: Config, device: torch.device) -> Callable[[Shape, int], bool]:
     """Whether training a shape with batches of `max_tokens` fits in `device`'s available memory
     (`memory.py`); always, where that is unknown."""
     available = available_bytes(device)
-    vocab = config.tokenizer.vocab_size
+    vocab = planned(config.tokenizer.vocab_size, "tokenizer.vocab_size")
 
     def fits(shape: Shape, max_tokens: int) -> bool:
         args = shape.model_args(vocab_size=vocab, max_len=config.model.max_len)
@@ -211,7 +218,7 @@ def _clock(
     return Calibration(
         train=train,
         validation=validation,
-        vocab_size=config.tokenizer.vocab_size,
+        vocab_size=planned(config.tokenizer.vocab_size, "tokenizer.vocab_size"),
         device=device,
         dtype=dtype,
         max_len=config.model.max_len,
