@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tfm.config import SourceConfig, ToyConfig
-from tfm.data.formats import Pairs, PairStream, field_names, jsonl_pairs, text_pairs, tsv_pairs
+from tfm.data.formats import (
+    Hashing,
+    Pairs,
+    PairStream,
+    field_names,
+    jsonl_pairs,
+    text_pairs,
+    tsv_pairs,
+)
 from tfm.data.screening import CharacterScreen, first_lines, report_characters
 from tfm.errors import DataError
 from tfm.limits import MAX_LINE_CHARS
@@ -118,12 +126,14 @@ def stream_split(
     tgt_lang: str,
     toy: ToyConfig,
     control_chars: str | None = None,
+    hashing: Hashing | None = None,
 ) -> tuple[Iterator[tuple[str, str]], Cleaner]:
     """`load_split` one cleaned pair at a time; `cleaner.report()` once they are all read.
 
     The file formats (`text`, `tsv`, `jsonl`) stream, so a corpus larger than memory goes
     through; `hub`, `disk` and `toy` are read whole first. With `control_chars` ("warn" or
     "refuse", as `data.control_chars`), the raw text is screened (`screening`); None: not.
+    The files' bytes are told to `hashing` as they are read.
     """
     if src_lang == tgt_lang:
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
@@ -131,11 +141,11 @@ def stream_split(
     langs = {"src_lang": src_lang, "tgt_lang": tgt_lang}
     path = source.path or ""  # the schema requires a path for the formats that read one
     if source.format == "text":
-        stream = text_pairs(path, key=key, **langs)
+        stream = text_pairs(path, key=key, hashing=hashing, **langs)
     elif source.format == "tsv":
-        stream = tsv_pairs(path, columns=source.columns, key=key, **langs)
+        stream = tsv_pairs(path, columns=source.columns, key=key, hashing=hashing, **langs)
     elif source.format == "jsonl":
-        stream = jsonl_pairs(path, fields=source.fields, key=key, **langs)
+        stream = jsonl_pairs(path, fields=source.fields, key=key, hashing=hashing, **langs)
     else:
         if source.format == "hub":
             pairs = _read_hub(source, split=split, key=key, **langs)

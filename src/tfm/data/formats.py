@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, Protocol
 
 from tfm.errors import DataError
 
@@ -52,9 +52,19 @@ def read_lines(path: Path, *, key: str) -> list[str]:
     return list(iter_lines(path, key=key))
 
 
-def iter_lines(path: Path, *, key: str, block_size: int = BLOCK_SIZE) -> Iterator[str]:
+class Hashing(Protocol):
+    """Told every block of bytes a file is read in (the data cache hashes a corpus as it reads
+    it: `cache_key.ContentDigests`)."""
+
+    def update(self, path: Path, block: bytes) -> None: ...
+
+
+def iter_lines(
+    path: Path, *, key: str, block_size: int = BLOCK_SIZE, hashing: Hashing | None = None
+) -> Iterator[str]:
     """`read_lines`, one line at a time: the file is read in blocks of `block_size` bytes, so a
-    corpus larger than memory streams through. The file is opened at the first `next()`."""
+    corpus larger than memory streams through (each block told to `hashing`). The file is opened
+    at the first `next()`."""
     try:
         file = path.open("rb")
     except FileNotFoundError:
@@ -62,10 +72,12 @@ def iter_lines(path: Path, *, key: str, block_size: int = BLOCK_SIZE) -> Iterato
     except OSError as exc:
         raise DataError(f"{path}: cannot read it ({exc.strerror}; check {key})") from None
     with file:
-        yield from _decoded_lines(file, path, key=key, block_size=block_size)
+        yield from _decoded_lines(file, path, key=key, block_size=block_size, hashing=hashing)
 
 
-def _decoded_lines(file: BinaryIO, path: Path, *, key: str, block_size: int) -> Iterator[str]:
+def _decoded_lines(
+    file: BinaryIO, path: Path, *, key: str, block_size: int, hashing: Hashing | None
+) -> Iterator[str]:
     """Each block is cut after its last b"\\n" (the rest is carried into the next one), decoded
     and split; `bom` keeps byte positions on line 1 as in the file, BOM included."""
     number, carry, inner_cr, bom = 0, b"", 0, 0
@@ -74,6 +86,8 @@ def _decoded_lines(file: BinaryIO, path: Path, *, key: str, block_size: int) -> 
             block = file.read(block_size)
         except OSError as exc:
             raise DataError(f"{path}: cannot read it ({exc.strerror}; check {key})") from None
+        if hashing is not None:
+            hashing.update(path, block)
         if number == 0 and not carry and block.startswith(BOM):
             block, bom = block[len(BOM) :], len(BOM)
         if block:
@@ -123,13 +137,16 @@ def read_text(prefix: str, *, src_lang: str, tgt_lang: str, key: str) -> Pairs:
     return collect(text_pairs(prefix, src_lang=src_lang, tgt_lang=tgt_lang, key=key))
 
 
-def text_pairs(prefix: str, *, src_lang: str, tgt_lang: str, key: str) -> PairStream:
-    """`read_text`, streamed."""
+def text_pairs(
+    prefix: str, *, src_lang: str, tgt_lang: str, key: str, hashing: Hashing | None = None
+) -> PairStream:
+    """`read_text`, streamed (the files' bytes told to `hashing`)."""
     src_path, tgt_path = text_files(prefix, src_lang=src_lang, tgt_lang=tgt_lang)
     hint = f"{key}.path is '{prefix}'; format 'text' reads {src_path} and {tgt_path}"
 
     def pairs() -> Iterator[tuple[str, str]]:
-        src, tgt = iter_lines(src_path, key=hint), iter_lines(tgt_path, key=hint)
+        src = iter_lines(src_path, key=hint, hashing=hashing)
+        tgt = iter_lines(tgt_path, key=hint, hashing=hashing)
         n = 0
         while True:
             src_text, tgt_text = next(src, None), next(tgt, None)
@@ -164,9 +181,15 @@ def read_tsv(
 
 
 def tsv_pairs(
-    path: str, *, columns: list[str] | None, src_lang: str, tgt_lang: str, key: str
+    path: str,
+    *,
+    columns: list[str] | None,
+    src_lang: str,
+    tgt_lang: str,
+    key: str,
+    hashing: Hashing | None = None,
 ) -> PairStream:
-    """`read_tsv`, streamed."""
+    """`read_tsv`, streamed (the file's bytes told to `hashing`)."""
     columns = columns if columns is not None else [src_lang, tgt_lang]
     if len(columns) != 2 or set(columns) != {src_lang, tgt_lang}:
         raise DataError(
@@ -176,7 +199,8 @@ def tsv_pairs(
     src_column = columns.index(src_lang)
 
     def pairs() -> Iterator[tuple[str, str]]:
-        for number, line in enumerate(iter_lines(Path(path), key=f"{key}.path"), start=1):
+        lines = iter_lines(Path(path), key=f"{key}.path", hashing=hashing)
+        for number, line in enumerate(lines, start=1):
             fields = line.split("\t")
             if len(fields) != 2:
                 if line.strip():
@@ -198,13 +222,20 @@ def read_jsonl(
 
 
 def jsonl_pairs(
-    path: str, *, fields: dict[str, str], src_lang: str, tgt_lang: str, key: str
+    path: str,
+    *,
+    fields: dict[str, str],
+    src_lang: str,
+    tgt_lang: str,
+    key: str,
+    hashing: Hashing | None = None,
 ) -> PairStream:
-    """`read_jsonl`, streamed."""
+    """`read_jsonl`, streamed (the file's bytes told to `hashing`)."""
     src_field, tgt_field = field_names(fields, src_lang=src_lang, tgt_lang=tgt_lang, key=key)
 
     def pairs() -> Iterator[tuple[str, str]]:
-        for number, line in enumerate(iter_lines(Path(path), key=f"{key}.path"), start=1):
+        lines = iter_lines(Path(path), key=f"{key}.path", hashing=hashing)
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 yield "", ""
                 continue

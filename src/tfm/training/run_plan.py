@@ -18,6 +18,8 @@ import torch
 
 from tfm.atomic import atomic_write_text
 from tfm.config import Config, load_config
+from tfm.data.cache.prepared_cache import CacheEntry
+from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import ConfigError
 from tfm.json_file import read_json
@@ -37,6 +39,8 @@ class StartingPlan:
     config: Config
     reasons: dict[str, str] = field(default_factory=dict)
     clock: ClockState | None = None
+    entry: CacheEntry | None = None  # the prepared data the plan was made from
+    validation: EncodedSplit | None = None
 
     def record(self) -> str:
         clock = None if self.clock is None else self.clock.__dict__
@@ -76,7 +80,7 @@ def starting_plan(
             validation_s=plan.validation_seconds,
             checkpoints_follow="train.checkpoint_every" in plan.derived,
         )
-    return StartingPlan(planned, plan.reasons, clock)
+    return StartingPlan(planned, plan.reasons, clock, plan.entry, plan.validation)
 
 
 def write_plan(paths: RunPaths, plan: StartingPlan) -> None:

@@ -325,7 +325,9 @@ def open_session(
     start = starting_plan(config, paths, checkpoint=checkpoint, device=device, dtype=dtype,
                           tokenizer=tokenizer, world_size=world_size)  # fmt: skip
     config = start.config
-    splits, tokenizer, data_fingerprint = training_splits(config, tokenizer=tokenizer)
+    splits, tokenizer, data_fingerprint = training_splits(
+        config, tokenizer=tokenizer, entry=start.entry, validation=start.validation
+    )
     log_start(config, splits["train"], tokenizer)
     args = model_args(config, tokenizer)
     check_fits(args, planned(config.train.max_tokens, "train.max_tokens"), device)

@@ -17,7 +17,7 @@ from tfm.data.batching import TokenBatchSampler, collate
 from tfm.data.cache import bulk_encoding
 from tfm.data.cache import entry_writer as store
 from tfm.data.cache import prepared_cache as cache
-from tfm.data.cache.cache_key import cache_key
+from tfm.data.cache.cache_key import ContentDigests, corpus_key
 from tfm.data.cache.prepared_cache import prepared_entry, training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import prepare_splits
@@ -66,16 +66,24 @@ def config_for(tmp_path, prefix, *sets):
 
 @pytest.fixture
 def counted(monkeypatch):
-    """How many times an entry was written."""
+    """How many times an entry was written (its BPE and ids)."""
     calls = []
-    real = cache.write_entry
+    real = cache.write_encoding
 
     def write(*args, **kwargs):
         calls.append(args[1])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cache, "write_entry", write)
+    monkeypatch.setattr(cache, "write_encoding", write)
     return calls
+
+
+def key_of(config) -> str:
+    """The entry key of `config` (its vocabulary given), from the digests remembered."""
+    root = cache.cache_root(config)
+    found = corpus_key(config, ContentDigests(root))
+    assert found is not None
+    return found.entry(config.tokenizer.vocab_size)[0]
 
 
 def test_an_entry_is_prepared_once_and_an_edited_line_misses(tmp_path, counted):
@@ -96,7 +104,7 @@ def test_an_entry_is_prepared_once_and_an_edited_line_misses(tmp_path, counted):
     assert edited.path != first.path and len(counted) == 2
     other = prepared_entry(config_for(tmp_path, prefix, "tokenizer.vocab_size=100"))
     assert len({first.path, edited.path, other.path}) == 3
-    assert cache_key(config_for(tmp_path, prefix, "data.max_length=5")).key == edited.key
+    assert key_of(config_for(tmp_path, prefix, "data.max_length=5")) == edited.key
 
 
 def test_the_cached_split_is_the_in_memory_one(tmp_path):
@@ -205,7 +213,7 @@ def test_a_second_process_waits_for_the_first_and_maps_its_entry(tmp_path, monke
     prefix = write_corpus(tmp_path / "data", 300)
     config = config_for(tmp_path, prefix)
     writing, release = threading.Event(), threading.Event()
-    real, calls = cache.write_entry, []
+    real, calls = cache.write_encoding, []
 
     def slow_write(*args, **kwargs):
         calls.append(threading.current_thread().name)
@@ -213,7 +221,7 @@ def test_a_second_process_waits_for_the_first_and_maps_its_entry(tmp_path, monke
         assert release.wait(30)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cache, "write_entry", slow_write)
+    monkeypatch.setattr(cache, "write_encoding", slow_write)
     found = {}
 
     def open_as(name):
@@ -252,9 +260,7 @@ def test_bad_input_is_named_by_file_and_line_and_leaves_no_entry(tmp_path):
     config = config_for(tmp_path, "unused", f"data.train={{format: tsv, path: {path}}}")
     with pytest.raises(DataError, match=rf"^{path}:350: expected 2 tab-separated fields"):
         prepared_entry(config)
-    assert [p.name for p in (tmp_path / "runs" / ".tfm-cache").iterdir()] == [
-        f"{cache_key(config).key}.lock"
-    ]
+    assert list((tmp_path / "runs" / ".tfm-cache").iterdir()) == []
 
 
 def test_a_checkpoint_fingerprinted_before_the_cache_still_resumes(tmp_path, monkeypatch):

@@ -7,11 +7,12 @@ import math
 import pytest
 
 from tfm.config import Config
+from tfm.data.corpus_figures import SideFigures, TextFigures
 from tfm.training.recipe import rules
 from tfm.training.recipe.checks import check_settings, checkpoints_kept
 from tfm.training.recipe.choices import Inputs, Settings
 from tfm.training.recipe.derive import derive
-from tfm.training.recipe.fingerprint import SideFigures, TextFigures, TokenFigures, measure_tokens
+from tfm.training.recipe.fingerprint import TokenFigures, measure_tokens
 from tfm.training.recipe.ladder import LADDER, largest_for
 from tfm.training.recipe.plan import with_values
 from tfm.training.recipe.rules import default_epochs, min_epochs
@@ -30,7 +31,7 @@ def tokens(pairs: int, per_sentence: float = 12.0) -> TokenFigures:
 
 
 def vocab_size(figures: TextFigures) -> int:
-    return rules.vocab_size(figures.types, figures.distinct_chars).value
+    return rules.vocab_size(figures).value
 
 
 def batch_tokens(figures: TokenFigures, *, gpu: bool) -> int:

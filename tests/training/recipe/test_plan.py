@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.config import Config, load_config
-from tfm.training.recipe.fingerprint import measure_texts
+from tfm.data.corpus_figures import measure_texts
 from tfm.training.recipe.plan import unset_keys
 
 DATA_ONLY = {

@@ -1,67 +1,145 @@
-"""The identity of a training split by content: the data cache's key.
+"""The identity of a training split by content: the data cache's keys.
 
-The key hashes what decides an entry's content: the bytes of the training files (for `text`,
+A key hashes what decides an entry's content: the bytes of the training files (for `text`,
 `tsv`, `jsonl`; the cleaned pairs for `toy`, `hub` and `disk`), how they are read (format,
 columns, fields, languages) and the tokenizer settings that shape the vocabulary. The files'
-paths are not in it, so a moved corpus keeps its key, and any edited byte changes it.
+paths are not in it, so a moved corpus keeps its key, and any edited byte changes it. The
+corpus key leaves the vocabulary size out: it names what the corpus's figures (which size the
+vocabulary where the config does not) are kept under.
+
+A training file is hashed as the pass that prepares it reads it (`ContentDigests`), and its
+digest is remembered beside the cache by the file's size, change times and inode, so that a
+later run on the unchanged file names its entry without reading it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfm.atomic import atomic_write_text
 from tfm.config import Config, SourceConfig
 from tfm.data.corpus import stream_split
 from tfm.data.formats import text_files
 
-VERSION = 1  # of the cache's folder layout; another version is another key
+VERSION = 2  # of the cache's folder layout; another version is another key
 SIDES = ("src", "tgt")  # the file stems of an entry's two sides
-_HASH_BLOCK = 1 << 22
-
-
-@dataclass(frozen=True)
-class CacheKey:
-    """What an entry's content depends on (`parts`), its hash (`key`), and the input size."""
-
-    key: str
-    parts: dict
-    input_bytes: int  # of the training files, or of the cleaned pairs' text
-    origin: str | None  # what a file-format source reads, as the load report names it
-
-
-def cache_key(config: Config) -> CacheKey:
-    """The key of the config's training split and tokenizer settings, by content."""
-    data, source = config.data, config.data.train
-    files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
-    content, origin = hashlib.sha256(), None
-    if files is not None:
-        pairs, cleaner = stream_split(  # nothing is read until the pairs are asked for
-            source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
-        )
-        if not all(path.is_file() for path in files):
-            next(pairs)  # the reader's own error: the file, and the config key to fix
-        size = sum(_hash_file(content, path) for path in files)
-        origin = cleaner.origin
-    else:  # toy, hub, disk: the cleaned pairs themselves
-        size = _hash_pairs(content, config)
-    reading = source.model_dump(mode="json", exclude={"path"})
-    tokenizer = config.tokenizer.model_dump(mode="json")
-    parts = {
-        "version": VERSION,
-        "langs": [data.src_lang, data.tgt_lang],
-        "source": reading,
-        "content": content.hexdigest(),
-        "tokenizer": {k: tokenizer[k] for k in TOKENIZER_KEYS},
-    }
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-    return CacheKey(hashlib.sha256(canonical.encode()).hexdigest()[:20], parts, size, origin)
-
+DIGESTS = "files.json"  # in the cache's root: each training file's digest, by its stat
 
 # The tokenizer settings that shape the vocabulary; the rest act in training.
 TOKENIZER_KEYS = ("vocab_size", "min_frequency", "joint", "byte_fallback", "train_sample")
+
+
+@dataclass(frozen=True)
+class CorpusKey:
+    """What an entry's content depends on (`parts`, the vocabulary size as the config gives it,
+    or None), the corpus's own key (`corpus`: without the vocabulary size), the input's size in
+    bytes, and what a file-format source reads (`origin`, as the load report names it)."""
+
+    corpus: str
+    parts: dict
+    input_bytes: int
+    origin: str | None
+
+    def entry(self, vocab_size: int) -> tuple[str, dict]:
+        """The entry's key with the vocabulary size `vocab_size`, and its parts."""
+        parts = {**self.parts, "tokenizer": {**self.parts["tokenizer"], "vocab_size": vocab_size}}
+        return _hash(parts), parts
+
+
+class ContentDigests:
+    """The SHA-256 of each training file: computed from the blocks a reading pass tells it
+    (`update`, the `formats.Hashing` of `stream_split`), and remembered in `root/files.json`
+    by each file's size, change times and inode (`known`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / DIGESTS
+        self.reading: dict[Path, tuple[hashlib._Hash, int]] = {}
+
+    def update(self, path: Path, block: bytes) -> None:
+        digest, size = self.reading.get(path) or (hashlib.sha256(), 0)
+        digest.update(block)
+        self.reading[path] = (digest, size + len(block))
+
+    def known(self, path: Path) -> tuple[str, int] | None:
+        """The digest and size of `path` as remembered, where the file has not changed since."""
+        record = self._remembered().get(str(path.resolve()))
+        if record is None or record != _stat(path, record):
+            return None
+        return record["sha256"], record["size"]
+
+    def read(self, path: Path) -> tuple[str, int]:
+        """The digest and size of `path` as this process read it."""
+        digest, size = self.reading[path]
+        return digest.hexdigest(), size
+
+    def remember(self) -> None:
+        """Keep the digests of the files read (a file changed since is not kept)."""
+        remembered = self._remembered()
+        for path, (digest, size) in self.reading.items():
+            record = _stat(path, {"sha256": digest.hexdigest()})
+            if record is not None and record["size"] == size:
+                remembered[str(path.resolve())] = record
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(json.dumps(remembered, indent=0, sort_keys=True) + "\n", self.path)
+
+    def _remembered(self) -> dict:
+        try:
+            found = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
+
+
+def _stat(path: Path, record: dict | None) -> dict | None:
+    """`record`'s digest with the file's size, change times and inode now (None: no file)."""
+    if record is None:
+        return None
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return {"sha256": record.get("sha256"), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "ctime_ns": stat.st_ctime_ns, "inode": stat.st_ino}  # fmt: skip
+
+
+def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -> CorpusKey | None:
+    """The key of the config's training split and tokenizer settings, by content: the files'
+    digests as remembered (None where one is not), or, with `read`, as this process read them."""
+    data, source = config.data, config.data.train
+    files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
+    origin = None
+    if files is not None:
+        found = [digests.read(path) if read else digests.known(path) for path in files]
+        if any(f is None for f in found):
+            return None
+        content = _hash([list(f) for f in found if f is not None])
+        size = sum(f[1] for f in found if f is not None)
+        origin = stream_split(  # the origin as the reader names it; nothing is read
+            source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
+        )[1].origin
+    else:  # toy, hub, disk: the cleaned pairs themselves
+        content, size = _hash_pairs(config)
+    settings = config.tokenizer.model_dump(mode="json")
+    tokenizer = {k: settings[k] for k in TOKENIZER_KEYS}
+    parts = {
+        "version": VERSION,
+        "langs": [data.src_lang, data.tgt_lang],
+        "source": source.model_dump(mode="json", exclude={"path"}),
+        "content": content,
+    }
+    corpus = {**parts, "tokenizer": {k: v for k, v in tokenizer.items() if k != "vocab_size"}}
+    return CorpusKey(_hash(corpus), {**parts, "tokenizer": tokenizer}, size, origin)
+
+
+def input_bytes(config: Config) -> int:
+    """The size of the training files (0 where the source reads none)."""
+    data = config.data
+    files = source_files(data.train, src_lang=data.src_lang, tgt_lang=data.tgt_lang) or []
+    return sum(os.path.getsize(path) for path in files if path.is_file())
 
 
 def source_files(source: SourceConfig, *, src_lang: str, tgt_lang: str) -> list[Path] | None:
@@ -73,24 +151,19 @@ def source_files(source: SourceConfig, *, src_lang: str, tgt_lang: str) -> list[
     return None
 
 
-def _hash_file(digest, path: Path) -> int:
-    with path.open("rb") as file:
-        size = 0
-        while block := file.read(_HASH_BLOCK):
-            digest.update(block)
-            size += len(block)
-    digest.update(f"\0{size}\0".encode())  # where one file ends and the next begins
-    return size
+def _hash(value: object) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
 
-def _hash_pairs(digest, config: Config) -> int:
+def _hash_pairs(config: Config) -> tuple[str, int]:
     data = config.data
     pairs, _ = stream_split(
         data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
     )
-    size = 0
+    digest, size = hashlib.sha256(), 0
     for src, tgt in pairs:
         record = json.dumps([src, tgt], ensure_ascii=False).encode() + b"\n"
         digest.update(record)
         size += len(record)
-    return size
+    return digest.hexdigest(), size

@@ -1,8 +1,9 @@
 """Writing one data-cache entry (`tfm.data.cache.prepared_cache`) in bounded memory, whatever
-the corpus size.
+the corpus size, in two calls: `write_texts` (the one read of the corpus), then `write_encoding`.
 
 1. Read: the training split is streamed (`corpus.stream_split`), cleaned, and its sentences are
-   appended to `{src,tgt}.text` chunk by chunk; the characters seen are collected on the way.
+   appended to `{src,tgt}.text` chunk by chunk; on the way, the files' bytes are hashed (they
+   name the entry), the characters seen collected and the corpus measured (`FigureCounter`).
 2. Learn BPE: on every pair when there are at most `tokenizer.train_sample`, so a small corpus
    gets exactly the tokenizer it always got; else on a seeded sample of that many pairs (the same
    sample every time), with every character of the whole split in the alphabet, so that no
@@ -26,6 +27,7 @@ import sys
 import time
 import unicodedata
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
@@ -35,9 +37,11 @@ from tqdm import tqdm
 
 from tfm.config import Config, TokenizerConfig, planned
 from tfm.data.cache.bulk_encoding import characters
-from tfm.data.cache.cache_key import SIDES, VERSION, CacheKey
+from tfm.data.cache.cache_key import SIDES, VERSION, input_bytes
 from tfm.data.cache.parallel_encoding import Encoding, workers_for
 from tfm.data.corpus import LoadReport, stream_split
+from tfm.data.corpus_figures import FigureCounter, TextFigures
+from tfm.data.formats import Hashing
 from tfm.data.interruptible import interruptibly
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer, train_tokenizer
@@ -49,22 +53,65 @@ CHUNK = 20_000  # pairs read, encoded and written at a time
 SAMPLE_SEED = 0  # of the BPE training sample: fixed, so the same data gives the same tokenizer
 
 
-def write_entry(
-    config: Config, folder: Path, found: CacheKey, *, tokenizer: Tokenizer | None, progress: bool
-) -> dict:
-    """Write the entry's files into `folder` (new); return its metadata (meta.json)."""
-    needed = 2 * found.input_bytes + (16 << 20)  # texts, ids (at most ~2 bytes a character)
+@dataclass(frozen=True)
+class TextsWritten:
+    """What reading the corpus gave: its load report, the characters of each side, its figures,
+    the disk space the entry needs, and the time reading took."""
+
+    report: LoadReport
+    alphabets: dict[str, set[str]]
+    figures: TextFigures
+    needed: int  # bytes the entry needs on disk, about
+    seconds: float
+    cpu_seconds: float
+
+
+def write_texts(
+    config: Config, folder: Path, *, hashing: Hashing | None, progress: bool
+) -> TextsWritten:
+    """Step 1 into `folder` (new), the corpus's bytes told to `hashing`."""
+    needed = 2 * input_bytes(config) + (16 << 20)  # texts, ids (at most ~2 bytes a character)
     free = shutil.disk_usage(folder.parent).free
     if free < needed:
         raise DataError(_no_space(folder.parent, needed, free))
     folder.mkdir(parents=True)
-    try:
-        meta = _write(config, folder, found, tokenizer=tokenizer, progress=progress)
-        return {**meta, "digests": file_digests(folder)}
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise DataError(_no_space(folder.parent, needed, None)) from None
-        raise
+    clock = _Clock()
+    with _no_space_left(folder.parent, needed):
+        report, alphabets, figures = _write_texts(config, folder, hashing, progress=progress)
+    clock.lap("read")
+    return TextsWritten(report, alphabets, figures, needed, clock.seconds["read"],
+                        clock.cpu_seconds["read"])  # fmt: skip
+
+
+def write_encoding(
+    settings: TokenizerConfig,
+    folder: Path,
+    texts: TextsWritten,
+    parts: dict,
+    *,
+    tokenizer: Tokenizer | None,
+    progress: bool,
+) -> dict:
+    """Steps 2 and 3 into `folder` (where `write_texts` wrote) with the tokenizer `settings`
+    (the vocabulary size resolved), or `tokenizer` when given; the entry's metadata (meta.json),
+    `parts` among it."""
+    with _no_space_left(folder.parent, texts.needed):
+        meta = _write(settings, folder, texts, parts, tokenizer=tokenizer, progress=progress)
+    return {**meta, "digests": file_digests(folder)}
+
+
+class _no_space_left:
+    """A full disk met while writing is a DataError that says how much space the entry needs."""
+
+    def __init__(self, root: Path, needed: int) -> None:
+        self.root, self.needed = root, needed
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> None:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            raise DataError(_no_space(self.root, self.needed, None)) from None
 
 
 def file_digests(folder: Path) -> dict[str, str]:
@@ -104,27 +151,33 @@ def _size(n_bytes: int) -> str:
 
 
 def _write(
-    config: Config, folder: Path, found: CacheKey, *, tokenizer: Tokenizer | None, progress: bool
+    settings: TokenizerConfig,
+    folder: Path,
+    texts: TextsWritten,
+    parts: dict,
+    *,
+    tokenizer: Tokenizer | None,
+    progress: bool,
 ) -> dict:
     clock = _Clock()
-    report, alphabets = _write_texts(config, folder, progress=progress)
-    texts = {side: RaggedText.open(folder / side) for side in SIDES}
-    clock.lap("read")
+    stored = {side: RaggedText.open(folder / side) for side in SIDES}
     if tokenizer is None:
-        tokenizer = _learn(texts, config.tokenizer, alphabets, progress=progress)
+        tokenizer = _learn(stored, settings, texts.alphabets, progress=progress)
     tokenizer.save(folder)
     clock.lap("bpe")
-    tokens = _write_ids(texts, tokenizer, folder, progress=progress)
+    tokens = _write_ids(stored, tokenizer, folder, progress=progress)
     clock.lap("encode")
-    seconds = clock.seconds
+    seconds = {"read": texts.seconds, **clock.seconds}
+    cpu = {"read": texts.cpu_seconds, **clock.cpu_seconds}
+    report = texts.report
     log.info(
         "train: prepared %s pairs in %.1f s (reading %.1f s, BPE %.1f s, encoding %.1f s; "
         "%.1f s of CPU)", f"{report.kept:,}", sum(seconds.values()), seconds["read"],
-        seconds["bpe"], seconds["encode"], sum(clock.cpu_seconds.values()),
+        seconds["bpe"], seconds["encode"], sum(cpu.values()),
     )  # fmt: skip
     return {
         "version": VERSION,
-        "parts": found.parts,
+        "parts": parts,
         "pairs": report.kept,
         "read": report.read,
         "dropped": report.dropped,
@@ -133,11 +186,12 @@ def _write(
         "skipped": report.skipped,  # read indices of the pairs dropped (empty or too long sides)
         "first": report.first,  # first lines of each reason
         "characters": report.characters,  # control and replacement characters (screening)
+        "figures": texts.figures.record(),  # the raw pairs measured (the recipe's)
         "dtypes": {side: str(id_dtype(_vocab_size(tokenizer, side))) for side in SIDES},
         "tokens": tokens,
         "tokenizer_fingerprint": tokenizer.fingerprint(),
         "seconds": {phase: round(s, 2) for phase, s in seconds.items()},
-        "cpu_seconds": {phase: round(s, 2) for phase, s in clock.cpu_seconds.items()},
+        "cpu_seconds": {phase: round(s, 2) for phase, s in cpu.items()},
     }
 
 
@@ -195,26 +249,31 @@ def _bar(progress: bool, **kwargs) -> tqdm:
 
 
 def _write_texts(
-    config: Config, folder: Path, *, progress: bool
-) -> tuple[LoadReport, dict[str, set[str]]]:
-    """Step 1: the cleaned training pairs into `{src,tgt}.text`; their characters, per side."""
+    config: Config, folder: Path, hashing: Hashing | None, *, progress: bool
+) -> tuple[LoadReport, dict[str, set[str]], TextFigures]:
+    """Step 1: the cleaned training pairs into `{src,tgt}.text`; their characters, per side,
+    and their figures."""
     data = config.data
     pairs, cleaner = stream_split(
         data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy,
         control_chars="count",  # kept in meta.json; every run that maps the entry reports it
+        hashing=hashing,
     )  # fmt: skip
     writers = [_RowWriter(folder / f"{s}.text", folder / f"{s}.text-offsets.npy") for s in SIDES]
     alphabets: dict[str, set[str]] = {side: set() for side in SIDES}
+    counter = FigureCounter()
     with _bar(progress, desc="reading train", unit=" pairs", unit_scale=True) as bar:
         for chunk in _chunks(pairs, CHUNK):
-            for side, writer, texts in zip(SIDES, writers, zip(*chunk, strict=True), strict=True):
+            sides = list(zip(*chunk, strict=True))
+            counter.add(sides[0], sides[1])
+            for side, writer, texts in zip(SIDES, writers, sides, strict=True):
                 encoded = [text.encode("utf-8") for text in texts]
                 writer.add(b"".join(encoded), np.fromiter(map(len, encoded), dtype=OFFSETS))
                 alphabets[side].update(characters(unicodedata.normalize("NFC", "".join(texts))))
             bar.update(len(chunk))
     for writer in writers:
         writer.close()
-    return cleaner.report(), alphabets
+    return cleaner.report(), alphabets, counter.figures()
 
 
 def _learn(

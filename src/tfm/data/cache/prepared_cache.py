@@ -2,11 +2,20 @@
 
     entry = prepared_entry(config)           # prepares it on the first call, maps it after
     train = entry.split(max_length=128)      # EncodedSplit over RaggedIds / RaggedText
+    entry.figures()                          # the raw pairs measured (the recipe's figures)
 
-An entry is the folder `<data.cache_dir>/<key>`. The key is a hash of what decides its content:
-the bytes of the training files (for `text`, `tsv`, `jsonl`; the cleaned pairs for `toy`, `hub`
-and `disk`), how they are read (format, columns, fields, languages) and the tokenizer settings.
-Where the files are does not count: a moved corpus is still a hit; an edited line is a miss.
+An entry is the folder `<data.cache_dir>/<key>`. The key is a hash of what decides its content
+(`cache_key`): the bytes of the training files (for `text`, `tsv`, `jsonl`; the cleaned pairs
+for `toy`, `hub` and `disk`), how they are read (format, columns, fields, languages) and the
+tokenizer settings. Where the files are does not count: a moved corpus is still a hit; an edited
+line is a miss. A config without `tokenizer.vocab_size` gets the size `tfm.data.vocabulary`
+derives from the corpus's figures, which are kept under the corpus's own key
+(`corpus-<key>.json`).
+
+Preparing reads the corpus once: one pass hashes the files, measures the pairs and writes their
+texts; BPE and the ids follow from what it wrote. The files' digests are remembered by their
+size, change times and inode (`cache_key.ContentDigests`), so a later run on unchanged files
+finds its entry without reading them.
 `data.max_length` is not in the key either: the entry holds every cleaned pair and the length
 filter is applied when it is opened. The folder holds `tokenizer.json`, `{src,tgt}.ids` (framed
 ids, `id_dtype`), `{src,tgt}.text` (UTF-8), their `*-offsets.npy` and `meta.json`, written last,
@@ -25,6 +34,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,14 +42,17 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock, Timeout
 
+from tfm.atomic import atomic_write_text
 from tfm.config import Config
-from tfm.data.cache.cache_key import SIDES, VERSION, CacheKey, cache_key
-from tfm.data.cache.entry_writer import changed_files, write_entry
+from tfm.data.cache.cache_key import SIDES, VERSION, ContentDigests, CorpusKey, corpus_key
+from tfm.data.cache.entry_writer import changed_files, write_encoding, write_texts
 from tfm.data.corpus import LoadReport
+from tfm.data.corpus_figures import TextFigures, figures_from
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
 from tfm.data.screening import SHOWN, report_characters
 from tfm.data.tokenizer import Tokenizer
+from tfm.data.vocabulary import vocabulary_for
 from tfm.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -109,6 +122,15 @@ class CacheEntry:
                 src_text, tgt_text = src_text.subset(index), tgt_text.subset(index)
         return EncodedSplit("train", src_text, tgt_text, src, tgt, report)  # type: ignore[arg-type]
 
+    def figures(self) -> TextFigures:
+        """The raw training pairs, measured as they were read (`tfm.data.corpus_figures`)."""
+        return figures_from(self.meta["figures"])
+
+    @property
+    def vocab_size(self) -> int:
+        """The vocabulary size its tokenizer was learnt with (the config's, or the derived)."""
+        return self.meta["parts"]["tokenizer"]["vocab_size"]
+
     def fingerprint(self, max_length: int | None) -> str:
         """The training data's identity for exact resume: the key and the length filter."""
         return hashlib.sha256(f"{self.key}:{max_length}".encode()).hexdigest()[:16]
@@ -149,55 +171,91 @@ def prepared_entry(
     the key names is used when it does, else one prepared with `tokenizer` beside it.
     """
     root = cache_root(config)
-    found = cache_key(config)
-    key = found.key
-    entry = open_entry(root / key)
-    if (
-        tokenizer is not None
-        and entry is not None
-        and entry.meta["tokenizer_fingerprint"] != tokenizer.fingerprint()
-    ):
-        key = f"{key}-{tokenizer.fingerprint()[:8]}"
-        entry = open_entry(root / key)
+    digests = ContentDigests(root)
+    found = corpus_key(config, digests)
+    entry = None if found is None else _cached(config, root, found, tokenizer)
     if entry is None:
-        entry = _prepare(config, root, key, found, tokenizer=tokenizer, progress=progress)
-    if found.origin is not None:  # a moved corpus: say where it is read from now
+        entry = _prepare(config, root, digests, tokenizer=tokenizer, progress=progress)
+    elif found is not None and found.origin is not None:  # a moved corpus: where it is now
         entry = replace(entry, meta={**entry.meta, "origin": found.origin})
     if announce:
         log.info("%s (%s)", entry.report().summary(), entry.where())
     return entry
 
 
+def _cached(
+    config: Config, root: Path, found: CorpusKey, tokenizer: Tokenizer | None
+) -> CacheEntry | None:
+    """The entry the cache holds for `found`, without reading the corpus, or None."""
+    vocab = config.tokenizer.vocab_size
+    if vocab is None:
+        figures = _figures(root, found.corpus)
+        if figures is None:
+            return None
+        vocab = vocabulary_for(figures)[0]
+    key = _entry_key(root, found.entry(vocab)[0], tokenizer)
+    return open_entry(root / key)
+
+
+def _entry_key(root: Path, key: str, tokenizer: Tokenizer | None) -> str:
+    """`key`, or the key of the entry beside it that holds `tokenizer`'s ids, where the one at
+    `key` holds another tokenizer's."""
+    entry = open_entry(root / key)
+    if tokenizer is None or entry is None:
+        return key
+    if entry.meta["tokenizer_fingerprint"] == tokenizer.fingerprint():
+        return key
+    return f"{key}-{tokenizer.fingerprint()[:8]}"
+
+
+def _figures(root: Path, corpus: str) -> TextFigures | None:
+    try:
+        record = json.loads((root / f"corpus-{corpus}.json").read_text(encoding="utf-8"))
+        return figures_from(record["figures"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _prepare(
     config: Config,
     root: Path,
-    key: str,
-    found: CacheKey,
+    digests: ContentDigests,
     *,
     tokenizer: Tokenizer | None,
     progress: bool,
 ) -> CacheEntry:
-    """Write the entry `key` under the lock, unless another process has meanwhile."""
-    lock = root / f"{key}.lock"
+    """Read the corpus once into a new folder, then, under the lock of the key that reading
+    gives, write its BPE and ids there and move it into place, unless another process has."""
     try:
         root.mkdir(parents=True, exist_ok=True)
-        lock.touch()
     except OSError as exc:
         raise DataError(f"data.cache_dir {root}: cannot write there ({exc.strerror})") from None
-    with _locked(lock, root / key):
-        entry = open_entry(root / key)
-        if entry is not None:
-            return entry
-        for stale in [root / key, *root.glob(f".tmp-{key}-*")]:  # left by a failed attempt
-            shutil.rmtree(stale, ignore_errors=True)
-        folder = root / f".tmp-{key}-{os.getpid()}"
-        try:
-            meta = write_entry(config, folder, found, tokenizer=tokenizer, progress=progress)
+    folder = root / f".tmp-{os.getpid()}-{threading.get_ident()}"
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        texts = write_texts(config, folder, hashing=digests, progress=progress)
+        digests.remember()
+        found = corpus_key(config, digests, read=True)
+        assert found is not None  # every file was read
+        record = {"figures": texts.figures.record()}
+        atomic_write_text(json.dumps(record) + "\n", root / f"corpus-{found.corpus}.json")
+        vocab = config.tokenizer.vocab_size or vocabulary_for(texts.figures)[0]
+        key, parts = found.entry(vocab)
+        key = _entry_key(root, key, tokenizer)
+        lock = root / f"{key}.lock"
+        lock.touch()
+        with _locked(lock, root / key):
+            if (entry := open_entry(root / key)) is not None:
+                return entry
+            shutil.rmtree(root / key, ignore_errors=True)  # left by a failed attempt
+            settings = config.tokenizer.model_copy(update={"vocab_size": vocab})
+            meta = write_encoding(settings, folder, texts, parts, tokenizer=tokenizer,
+                                  progress=progress)  # fmt: skip
             meta["key"] = key
             (folder / META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
             os.replace(folder, root / key)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     entry = open_entry(root / key)
     if entry is None:
         raise DataError(f"{root / key}: the prepared data cannot be read back")
@@ -222,17 +280,30 @@ class _locked:
 
 
 def training_splits(
-    config: Config, *, tokenizer: Tokenizer | None = None
+    config: Config,
+    *,
+    tokenizer: Tokenizer | None = None,
+    entry: CacheEntry | None = None,
+    validation: EncodedSplit | None = None,
 ) -> tuple[dict[str, EncodedSplit], Tokenizer, str]:
-    """The training split from the cache (prepared if needed), the validation split encoded in
-    memory (it is small, and its texts are needed for scoring), the tokenizer (`tokenizer`, or
-    the entry's) and the training data's fingerprint for exact resume."""
+    """The training split from the cache (`entry`, or the config's, prepared if needed), the
+    validation split encoded in memory (`validation` where a plan has read it; it is small, and
+    its texts are needed for scoring), the tokenizer (`tokenizer`, or the entry's) and the
+    training data's fingerprint for exact resume."""
     start = time.perf_counter()
-    entry = prepared_entry(config, tokenizer=tokenizer, announce=False)
+    if entry is None:
+        entry = prepared_entry(config, tokenizer=tokenizer, announce=False)
     report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
     tokenizer = tokenizer if tokenizer is not None else entry.tokenizer()
     train = entry.split(max_length=config.data.max_length)
     log.info("%s (%s)", train.report.summary(), entry.where())  # once, every drop
-    splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",), tokenizer=tokenizer)
+    if validation is None:
+        splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",),
+                                   tokenizer=tokenizer)  # fmt: skip
+        validation = splits["validation"]
     log.info("data ready in %.1f s", time.perf_counter() - start)
-    return {"train": train, **splits}, tokenizer, entry.fingerprint(config.data.max_length)
+    return (
+        {"train": train, "validation": validation},
+        tokenizer,
+        entry.fingerprint(config.data.max_length),
+    )

@@ -10,7 +10,7 @@ wants for a quick look.
 from __future__ import annotations
 
 from tfm.config import Config, planned
-from tfm.training.recipe.fingerprint import TextFigures
+from tfm.data.corpus_figures import TextFigures
 
 FEWEST_PAIRS = 300  # below this, no model learns to translate
 MOSTLY_IDENTICAL = 0.5  # share of pairs with the same text on both sides

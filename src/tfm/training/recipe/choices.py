@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tfm.training.recipe.fingerprint import TextFigures, TokenFigures
+from tfm.data.corpus_figures import TextFigures
+from tfm.training.recipe.fingerprint import TokenFigures
 from tfm.training.recipe.ladder import Shape
 
 

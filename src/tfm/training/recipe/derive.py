@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tfm.data.corpus_figures import TextFigures
 from tfm.training.recipe import rules
 from tfm.training.recipe.choices import Choice, Inputs, Settings
-from tfm.training.recipe.fingerprint import TextFigures
 from tfm.training.recipe.ladder import SHAPE_KEYS, Shape
 from tfm.training.recipe.length import shape_and_length
 
@@ -36,7 +36,7 @@ class Rule:
 
 def derive_vocabulary(s: Settings, texts: TextFigures) -> None:
     """The first rule, applied to the raw pairs before BPE (which it sizes)."""
-    s.choose("tokenizer.vocab_size", rules.vocab_size(texts.types, texts.distinct_chars))
+    s.choose("tokenizer.vocab_size", rules.vocab_size(texts))
 
 
 def _batch(s: Settings, f: Inputs) -> None:

@@ -26,19 +26,19 @@ import torch
 from tfm.config import RECIPE_KEYS, Config, load_config, planned
 from tfm.config.show import render_yaml
 from tfm.data.batching import TokenBatchSampler
-from tfm.data.cache.prepared_cache import prepared_entry
-from tfm.data.pipeline import EncodedSplit, load_texts, prepare_splits
+from tfm.data.cache.prepared_cache import CacheEntry, prepared_entry
+from tfm.data.corpus_figures import TextFigures
+from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import resolve_precision, select_device
-from tfm.errors import ConfigError
 from tfm.prediction.scoring import bleu_tokenizer_for
 from tfm.threads import busy_machine, use_threads
 from tfm.training.recipe.calibration import Calibration
 from tfm.training.recipe.checks import check_settings, check_texts
 from tfm.training.recipe.choices import Inputs, Settings
 from tfm.training.recipe.derive import derive, derive_vocabulary
-from tfm.training.recipe.fingerprint import TextFigures, TokenFigures, measure_texts, measure_tokens
+from tfm.training.recipe.fingerprint import TokenFigures, measure_tokens
 from tfm.training.recipe.ladder import Shape
 from tfm.training.recipe.memory import available_bytes, estimate_training_bytes
 
@@ -61,6 +61,8 @@ class Plan:
     timed: bool = False
     ceiling: int | None = None
     validation_seconds: float = 0.0  # a validation's, as timed for a time budget
+    entry: CacheEntry | None = None  # the prepared training split it planned from
+    validation: EncodedSplit | None = None  # and the validation split, where it was read
 
     def explained(self, config: Config) -> list[str]:
         """The plan as lines: figures and choices, then `key = value  ← rule` for every
@@ -70,6 +72,14 @@ class Plan:
             for key in self.derived
         ]
         return [*self.lines, *keys, *self.notes]
+
+    def record(self, settings: Settings) -> None:
+        """Take what the rules derived and said."""
+        self.lines += settings.lines
+        self.steps, self.reasons = settings.steps, settings.reasons
+        self.notes, self.warnings = settings.notes, self.warnings + settings.warnings
+        self.timed, self.ceiling = settings.ceiling is not None, settings.ceiling
+        self.validation_seconds = settings.validation_seconds
 
     def log(self, config: Config) -> None:
         if self.derived:
@@ -129,29 +139,30 @@ def plan_run(
     world_size: int = 1,
 ) -> tuple[Config, Plan]:
     """The config with every unset recipe key derived, and the plan (module docstring). The
-    training split is prepared in the data cache on the way (training then maps it)."""
+    training split is prepared in the data cache on the way (`plan.entry`; training then maps
+    it), and the validation split is read where a validation is timed (`plan.validation`)."""
     plan = Plan(derived=unset_keys(config))
-    settings = Settings(given=given_keys(config))
     if not plan.derived:
         return config, plan
-    texts = _measure_texts(config)
+    settings = Settings(given=given_keys(config))
+    plan.entry = entry = prepared_entry(config, tokenizer=tokenizer, announce=False)
+    texts = entry.figures()
     plan.warnings += check_texts(texts, config)
     derive_vocabulary(settings, texts)
     plan.lines.append(_describe_texts(texts, config))
     sized = with_values(config, settings.derived)
-    train = prepared_entry(sized, tokenizer=tokenizer, announce=False).split(
-        max_length=config.data.max_length
-    )
+    train = entry.split(max_length=config.data.max_length)
     tokens = measure_tokens(lengths_of(train.src), lengths_of(train.tgt))
     plan.lines.append(_describe_tokens(tokens, sized))
     minutes = config.train.max_minutes
+    validation = _Validation(sized, entry.tokenizer())
     inputs = Inputs(
         texts=texts,
         tokens=tokens,
         batches_per_epoch=_batches_per_epoch(train, config.train.seed),
         gpu=device.type == "cuda",
         minutes=minutes,
-        clock=_clock(sized, train, device, dtype) if minutes else None,
+        clock=_clock(sized, train, validation, device, dtype) if minutes else None,
         bleu_ready=bleu_tokenizer_for(config.data.tgt_lang)[1],
         fits=_fits(sized, device),
         world_size=world_size,
@@ -165,13 +176,9 @@ def plan_run(
             "machine than a quiet one; the run re-times its length as it trains, but its model, "
             "dropout and cadence stay as planned (plan on a quiet machine, or give the keys)"
         )
-    planned = with_values(config, settings.derived)
-    plan.lines += settings.lines
-    plan.steps, plan.reasons = settings.steps, settings.reasons
-    plan.notes, plan.warnings = settings.notes, plan.warnings + settings.warnings
-    plan.timed, plan.ceiling = settings.ceiling is not None, settings.ceiling
-    plan.validation_seconds = settings.validation_seconds
-    return planned, plan
+    plan.record(settings)
+    plan.validation = validation.split
+    return with_values(config, settings.derived), plan
 
 
 def _fits(config: Config, device: torch.device) -> Callable[[Shape, int], bool]:
@@ -187,13 +194,6 @@ def _fits(config: Config, device: torch.device) -> Callable[[Shape, int], bool]:
     return fits
 
 
-def _measure_texts(config: Config) -> TextFigures:
-    src, tgt, _ = load_texts(config.data, "train")
-    if not src:
-        raise ConfigError("data.train: no sentence pairs to derive a recipe from")
-    return measure_texts(src, tgt)
-
-
 def _batches_per_epoch(train: EncodedSplit, seed: int) -> Callable[[int], int]:
     src, tgt = lengths_of(train.src), lengths_of(train.tgt)
 
@@ -204,17 +204,30 @@ def _batches_per_epoch(train: EncodedSplit, seed: int) -> Callable[[int], int]:
     return count
 
 
-def _clock(
-    config: Config, train: EncodedSplit, device: torch.device, dtype: torch.dtype
-) -> Calibration:
-    @cache  # read and encoded once, and only if a validation is timed
-    def validation() -> EncodedSplit:
-        tokenizer = prepared_entry(config, announce=False).tokenizer()
-        splits, _ = prepare_splits(
-            config.data, config.tokenizer, ("validation",), tokenizer=tokenizer
-        )
-        return splits["validation"]
+class _Validation:
+    """The validation split, read and encoded once, when first asked for (`split` then)."""
 
+    def __init__(self, config: Config, tokenizer: Tokenizer) -> None:
+        self.config, self.tokenizer = config, tokenizer
+        self.split: EncodedSplit | None = None
+
+    def __call__(self) -> EncodedSplit:
+        if self.split is None:
+            c = self.config
+            splits, _ = prepare_splits(
+                c.data, c.tokenizer, ("validation",), tokenizer=self.tokenizer
+            )
+            self.split = splits["validation"]
+        return self.split
+
+
+def _clock(
+    config: Config,
+    train: EncodedSplit,
+    validation: _Validation,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> Calibration:
     return Calibration(
         train=train,
         validation=validation,

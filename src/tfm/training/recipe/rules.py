@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from tfm.data.corpus_figures import TextFigures
+from tfm.data.vocabulary import vocabulary_for
 from tfm.training.recipe.choices import Choice
 
 STEPS_PER_EPOCH = 100  # at least, where the device's smallest batch allows
@@ -30,17 +32,10 @@ MOST_EPOCHS_AT_30K = 100
 BEAM = 5  # §6.1 used 4; beam 5 gained 0.3-0.8 BLEU over greedy on Multi30k, 10 no more
 
 
-def vocab_size(types: int, distinct_chars: int) -> Choice:
-    """A quarter of the word types (both sides), rounded to 500, at least twice the distinct
-    characters, in [1000, 32000]: small corpora learn best with small BPE vocabularies
-    (Sennrich & Zhang, 2019)."""
-    quarter = round(types / 4 / 500) * 500
-    size = int(min(max(quarter, 2 * distinct_chars, 1000), 32000))
-    return Choice(
-        size,
-        f"a quarter of {types:,} word types ({quarter:,}), at least twice the {distinct_chars:,} "
-        "characters, in [1,000, 32,000]",
-    )
+def vocab_size(figures: TextFigures) -> Choice:
+    """The data's rule (`tfm.data.vocabulary`): a quarter of the word types, at least twice the
+    characters, in [1000, 32000]."""
+    return Choice(*vocabulary_for(figures))
 
 
 def batch_tokens(epoch_tokens: int, *, gpu: bool, batches_a_step: int = 1) -> Choice:

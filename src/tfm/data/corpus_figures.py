@@ -1,0 +1,150 @@
+"""What a training corpus is, measured from its raw pairs before BPE: how many pairs, words and
+characters per sentence, distinct word types and characters, the scripts each side is written
+in, and how many pairs have the same text on both sides. The recipe sizes the BPE vocabulary
+(`vocabulary.py`) and checks the corpus from them; the data cache measures them in the pass that
+reads the corpus (`FigureCounter`) and keeps them, so that a later run need not read it again.
+
+Words of a script written without spaces (Chinese, Japanese, Thai …) are its characters, so
+that "words per sentence" and "word types" mean the same thing in every script.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+SAMPLE = 50_000  # pairs whose characters and word types are counted; the rest only counted
+UNSPACED = frozenset({"CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class SideFigures:
+    """One side of the corpus: words and characters per sentence (mean), word types and
+    distinct characters (in the sample), and its scripts by share of letters, largest first."""
+
+    words: float
+    chars: float
+    types: int
+    distinct_chars: int
+    scripts: tuple[tuple[str, float], ...]
+
+    @property
+    def script(self) -> str:
+        """The main script, as Unicode names it (LATIN, CYRILLIC, CJK …)."""
+        return self.scripts[0][0] if self.scripts else "NONE"
+
+    @property
+    def unspaced(self) -> bool:
+        """Whether most of its letters belong to a script written without spaces."""
+        return sum(share for name, share in self.scripts if name in UNSPACED) > 0.5
+
+
+@dataclass(frozen=True)
+class TextFigures:
+    """The raw training pairs: their count, each side, and the share of pairs whose two sides
+    are the same text."""
+
+    pairs: int
+    src: SideFigures
+    tgt: SideFigures
+    identical: float
+
+    @property
+    def types(self) -> int:
+        return self.src.types + self.tgt.types
+
+    @property
+    def distinct_chars(self) -> int:
+        return self.src.distinct_chars + self.tgt.distinct_chars
+
+    def record(self) -> dict:
+        """As plain values (JSON), for `figures_from`."""
+        return asdict(self)
+
+
+def measure_texts(src: Sequence[str], tgt: Sequence[str]) -> TextFigures:
+    """The figures of the raw pairs `src`/`tgt` (see `TextFigures`); characters and word types
+    are counted in the first `SAMPLE` pairs."""
+    counter = FigureCounter()
+    counter.add(src, tgt)
+    return counter.figures()
+
+
+class FigureCounter:
+    """`measure_texts` over pairs that come in chunks (a corpus read once, as it streams): every
+    pair counted, the first `SAMPLE` kept to measure."""
+
+    def __init__(self) -> None:
+        self.pairs, self.identical = 0, 0
+        self.sample: tuple[list[str], list[str]] = ([], [])
+
+    def add(self, src: Sequence[str], tgt: Sequence[str]) -> None:
+        self.pairs += len(src)
+        self.identical += sum(a.strip() == b.strip() for a, b in zip(src, tgt, strict=True))
+        room = SAMPLE - len(self.sample[0])
+        if room > 0:
+            self.sample[0].extend(src[:room])
+            self.sample[1].extend(tgt[:room])
+
+    def figures(self) -> TextFigures:
+        return TextFigures(
+            pairs=self.pairs,
+            src=_side(self.sample[0]),
+            tgt=_side(self.sample[1]),
+            identical=self.identical / self.pairs if self.pairs else 0.0,
+        )
+
+
+def figures_from(record: dict) -> TextFigures:
+    """The figures `TextFigures.record()` wrote."""
+    sides = {
+        side: SideFigures(**{**record[side], "scripts": tuple(map(tuple, record[side]["scripts"]))})
+        for side in ("src", "tgt")
+    }
+    return TextFigures(pairs=record["pairs"], identical=record["identical"], **sides)
+
+
+def _side(texts: Sequence[str]) -> SideFigures:
+    chars: Counter[str] = Counter()
+    for text in texts:
+        chars.update(text)
+    scripts = _scripts(chars)
+    unspaced = {c for c in chars if _script(c) in UNSPACED}
+    types: set[str] = set()
+    words = 0
+    for text in texts:
+        for word in _WORD.findall(text):
+            if unspaced and any(c in unspaced for c in word):
+                pieces = list(word)  # a script without spaces: each character a word
+            else:
+                pieces = [word]
+            words += len(pieces)
+            types.update(pieces)
+    n = max(len(texts), 1)
+    letters = sum(chars.values()) - chars.get(" ", 0)
+    return SideFigures(
+        words=words / n,
+        chars=letters / n,
+        types=len(types),
+        distinct_chars=len(chars),
+        scripts=scripts,
+    )
+
+
+def _scripts(chars: Counter[str]) -> tuple[tuple[str, float], ...]:
+    """Letters by script (the first word of their Unicode name), as shares, largest first."""
+    counts: Counter[str] = Counter()
+    for char, n in chars.items():
+        if char.isalpha():
+            counts[_script(char)] += n
+    total = sum(counts.values()) or 1
+    return tuple((name, n / total) for name, n in counts.most_common())
+
+
+def _script(char: str) -> str:
+    name = unicodedata.name(char, "")
+    return name.split(" ", 1)[0] if name else "UNKNOWN"

@@ -1,0 +1,70 @@
+"""Start-up reads each corpus once: `tfm train` on a data-only config opens the training files
+once (one pass hashes, measures and encodes them), and a second start on unchanged files reads
+nothing but the cache; an edited file is read again."""
+
+import pathlib
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tfm.api import generate_toy_corpus
+from tfm.cli import app
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """The paths opened through pathlib since the fixture started, in order."""
+    paths: list[pathlib.Path] = []
+    real = pathlib.Path.open
+
+    def recording(self, *args, **kwargs):
+        paths.append(self)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "open", recording)
+    return paths
+
+
+def corpus(folder: pathlib.Path) -> dict:
+    """Text files of 400 toy pairs (train) and 10 (validation), and a data-only config's data."""
+    pairs = generate_toy_corpus(n_train=400, n_validation=10, n_test=10, seed=4)
+    for split in ("train", "validation"):
+        for side, lang in enumerate(("en", "de")):
+            lines = "".join(pair[side] + "\n" for pair in pairs[split])
+            (folder / f"{split}.{lang}").write_text(lines, encoding="utf-8")
+    return {split: {"format": "text", "path": str(folder / split)}
+            for split in ("train", "validation")}  # fmt: skip
+
+
+def test_the_training_files_are_read_once_and_then_not_at_all(tmp_path, opened):
+    data = {"src_lang": "en", "tgt_lang": "de", **corpus(tmp_path)}
+    config = tmp_path / "run.yaml"
+    settings = {"run_dir": str(tmp_path / "run"), "data": data,
+                "train": {"max_steps": 2, "threads": 1, "tensorboard": False}}  # fmt: skip
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    train_files = {tmp_path / "train.en", tmp_path / "train.de"}
+
+    def reads() -> list[pathlib.Path]:
+        return [p for p in opened if p in train_files]
+
+    opened.clear()  # writing them was not reading them
+    first = CliRunner().invoke(app, ["train", "--config", str(config), "--no-progress"])
+    assert first.exit_code == 0, first.output
+    assert sorted(reads()) == sorted(train_files)  # each opened once: hashed as it was read
+    opened.clear()
+    again = CliRunner().invoke(
+        app, ["train", "--config", str(config), "--no-progress", "--overwrite"]
+    )
+    assert again.exit_code == 0, again.output
+    assert reads() == []  # the cache names and holds it: the files are not read
+    (tmp_path / "train.de").write_text(
+        (tmp_path / "train.de").read_text(encoding="utf-8").replace("Hund", "Hunde", 1),
+        encoding="utf-8",
+    )
+    opened.clear()
+    edited = CliRunner().invoke(
+        app, ["train", "--config", str(config), "--no-progress", "--overwrite"]
+    )
+    assert edited.exit_code == 0, edited.output
+    assert sorted(reads()) == sorted(train_files)  # an edited file is read (once) again
