@@ -39,3 +39,40 @@ def test_an_unknown_device_is_named_as_typed(command):
     result = invoke(*command, "--device", "gpu")
     assert (result.exit_code, result.stdout) == (2, ""), result.output
     assert result.stderr == "tfm: error: --device gpu: expected auto, cpu, cuda or mps\n"
+
+
+def commands(group=None, path=()):
+    """(command path, its click command) for every command of `tfm`, subcommands included."""
+    import typer.main
+
+    group = group or typer.main.get_command(app)
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+def first_paragraph(command) -> str:
+    """The first paragraph of a command's help, on one line, as Markdown shows it (`code` as
+    code, without its backticks)."""
+    return " ".join((command.help or "").split("\n\n")[0].split()).replace("`", "")
+
+
+def test_help_texts_wrap_as_paragraphs_at_any_width():
+    """A docstring's line breaks are not the help's: on a wide terminal each command's first
+    paragraph is one line, in `tfm --help`'s list and in its own help; on a narrow one it wraps
+    to the width, its words in order."""
+    found = list(commands())
+    assert len(found) > 10
+    wide = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "400"}).stdout
+    for path, command in found:
+        text = first_paragraph(command)
+        if len(path) == 1:
+            assert any(line.strip(" │").endswith(text) for line in wide.splitlines()), path
+        own = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "400"}).stdout
+        assert text in [line.strip() for line in own.splitlines()], path
+        narrow = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "50"}).stdout
+        assert max(len(line) for line in narrow.splitlines()) <= 50
+        head = narrow.split("╭")[0]  # the usage and the command's help, above the panels
+        assert text in " ".join(head.split()), path

@@ -17,7 +17,7 @@ import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
@@ -43,8 +43,12 @@ from tfm.limits import MAX_BEAM_SIZE
 if TYPE_CHECKING:
     from tfm.prediction.translator import Translator
 
+# Help texts are Markdown: a docstring's single line breaks join, so its paragraphs wrap to the
+# terminal's width, and brackets (`tfm[deploy]`) are text, not markup.
+MARKUP: Final = "markdown"
 app = typer.Typer(
     add_completion=False,
+    rich_markup_mode=MARKUP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -452,7 +456,9 @@ def plot(run: RunOption = None, out: OutOption = None) -> None:
 
 # --- runs and corpora ----------------------------------------------------------------------------
 
-data_app = typer.Typer(no_args_is_help=True, help="Inspect a corpus before training on it.")
+data_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=MARKUP, help="Inspect a corpus before training on it."
+)
 app.add_typer(data_app, name="data")
 
 
@@ -460,7 +466,7 @@ app.add_typer(data_app, name="data")
 @_command
 def data_check(config: ConfigOption, as_json: JsonOption = False) -> None:
     """Counts, lengths, length-ratio outliers, duplicates, train overlap, tokens per word and
-    <unk> rate of each split, as a table (or --json)."""
+    `<unk>` rate of each split, as a table (or --json)."""
     from tfm.commands.runs import check_corpus
     from tfm.data.check import format_table
 
@@ -478,7 +484,7 @@ def data_prepare(config: ConfigOption, overrides: SetOption = None) -> None:
     typer.echo(prepare_corpus(config, overrides=overrides or []))
 
 
-config_app = typer.Typer(no_args_is_help=True, help="Show configurations.")
+config_app = typer.Typer(no_args_is_help=True, rich_markup_mode=MARKUP, help="Show configurations.")
 app.add_typer(config_app, name="config")
 
 
