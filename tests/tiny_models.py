@@ -8,7 +8,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from tfm.config import DecodingConfig
+from tfm.prediction.settings import DecodeSettings, OutputLimit
 from tfm.transformer import ModelArgs, Transformer, build_model
+
+
+def search_options(a: float = 1.0, b: int = 5, *, eos_id: int = 2) -> dict:
+    """The keywords every search function takes: BOS 1, `eos_id` (one out of the vocabulary
+    runs each output to its limit) and the output limit a · S + b."""
+    return {"bos_id": 1, "eos_id": eos_id, "limit": OutputLimit(a, b)}
+
+
+def decode_settings(decoding: dict | None = None, **asked: object) -> DecodeSettings:
+    """Decode settings on the CPU in float32: the config's `decoding` keys (default: the
+    schema's), with the strategy `asked` for as a user asks (`beam_size=4`: a beam of 4)."""
+    config = DecodingConfig(**(decoding or {}))
+    return DecodeSettings.from_config(config, "cpu", "float32", asked=asked)
 
 
 def padded_batch(lengths: list[int], *, vocab_size: int, pad_id: int = 0, seed: int = 0) -> Tensor:

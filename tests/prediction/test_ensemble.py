@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from tiny_models import copy_batch, lively_model, padded_batch, train_copy_model
+from tiny_models import copy_batch, lively_model, padded_batch, search_options, train_copy_model
 
 from tfm.prediction.ensemble import Ensemble, mean_probability_logits
 from tfm.transformer import (
@@ -18,7 +18,7 @@ from tfm.transformer import (
 from tfm.transformer.decoding import output_limits
 
 V = 16
-OPTIONS = dict(max_len_a=1.0, max_len_b=5)
+OPTIONS = search_options(1.0, 5)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_mean_probability_logits_is_the_log_of_the_mean_probability():
 
 def test_greedy_over_an_ensemble_follows_the_mean_probability(members):
     src, eos_id = sources(), 2
-    limits = output_limits(members[0], src, 1.0, 5).tolist()
+    limits = output_limits(members[0], src, OPTIONS["limit"]).tolist()
     found = greedy_decode(Ensemble(members), src, **OPTIONS).tokens
     for i, tokens in enumerate(found):
         prefix = [1]
@@ -67,8 +67,9 @@ def test_greedy_over_an_ensemble_follows_the_mean_probability(members):
 
 def test_beam_scores_are_the_ensembles_length_normalised_log_probabilities(members):
     src = sources()
-    limits = output_limits(members[0], src, 1.0, 5).tolist()
-    results = beam_search(Ensemble(members), src, beam_size=4, n_best=3, **OPTIONS)
+    limits = output_limits(members[0], src, OPTIONS["limit"]).tolist()
+    results = beam_search(Ensemble(members), src, beam_size=4, n_best=3, length_penalty=0.6,
+                          **OPTIONS)  # fmt: skip
     for i, hypotheses in enumerate(results):
         assert [h.score for h in hypotheses] == sorted((h.score for h in hypotheses), reverse=True)
         for tokens, score in hypotheses:
@@ -82,10 +83,11 @@ def test_beam_scores_are_the_ensembles_length_normalised_log_probabilities(membe
 def test_an_ensemble_of_one_model_or_of_copies_decodes_as_the_model(members):
     model, src = members[1], sources()
     greedy = greedy_decode(model, src, **OPTIONS).tokens
-    beams = beam_search(model, src, beam_size=4, n_best=2, **OPTIONS)
+    beams = beam_search(model, src, beam_size=4, n_best=2, length_penalty=0.6, **OPTIONS)
     for ensemble in (Ensemble([model]), Ensemble([model, model, model])):
         assert greedy_decode(ensemble, src, **OPTIONS).tokens == greedy
-        found = beam_search(ensemble, src, beam_size=4, n_best=2, **OPTIONS)
+        found = beam_search(ensemble, src, beam_size=4, n_best=2, length_penalty=0.6,
+                            **OPTIONS)  # fmt: skip
         for ours, theirs in zip(found, beams, strict=True):
             assert [h.tokens for h in ours] == [h.tokens for h in theirs]
             assert [h.score for h in ours] == pytest.approx([h.score for h in theirs], abs=1e-5)
@@ -111,4 +113,4 @@ def test_members_must_share_the_target_vocabulary_and_padding():
 def test_an_ensemble_refuses_to_return_attention_weights(members):
     src = padded_batch([3], vocab_size=V)
     with pytest.raises(ValueError, match="does not return attention weights"):
-        greedy_decode(Ensemble(members), src, return_attention=True)
+        greedy_decode(Ensemble(members), src, **OPTIONS, return_attention=True)

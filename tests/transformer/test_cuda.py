@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from tiny_models import copy_batch, lively_model, padded_batch, train_copy_model
+from tiny_models import copy_batch, lively_model, padded_batch, search_options, train_copy_model
 
 from tfm.device import select_device
 from tfm.training.loss import projected_loss_sum
@@ -24,7 +24,7 @@ pytestmark = [
 ]
 
 CUDA = torch.device("cuda")
-OPTIONS = dict(max_len_a=1.0, max_len_b=5)
+OPTIONS = search_options(1.0, 5)
 
 
 def test_forward_and_gradients_on_cuda_match_the_cpu():
@@ -98,8 +98,10 @@ def test_greedy_and_beam_search_on_cuda_give_the_cpu_outputs():
     cuda_model = copy.deepcopy(model).to(CUDA)
     greedy = greedy_decode(model, src, **OPTIONS).tokens
     assert greedy_decode(cuda_model, src.to(CUDA), **OPTIONS).tokens == greedy
-    beams = beam_search(model, src, beam_size=4, n_best=2, **OPTIONS)
-    cuda_beams = beam_search(cuda_model, src.to(CUDA), beam_size=4, n_best=2, **OPTIONS)
+    beams = beam_search(model, src, beam_size=4, n_best=2, length_penalty=0.6, **OPTIONS)
+    cuda_beams = beam_search(
+        cuda_model, src.to(CUDA), beam_size=4, n_best=2, length_penalty=0.6, **OPTIONS
+    )
     assert [[h.tokens for h in hyps] for hyps in cuda_beams] == [
         [h.tokens for h in hyps] for hyps in beams
     ]

@@ -5,13 +5,12 @@ import torch
 from torch import Tensor, nn
 
 from tfm.transformer import (
-    DecodeResult,
     DecoderLayer,
     EncoderLayer,
     MultiHeadAttention,
     Transformer,
 )
-from tfm.transformer.decoding import output_limits
+from tfm.transformer.decoding import LengthLimit, output_limits
 
 
 def randomize(module: nn.Module, *, seed: int = 0) -> nn.Module:
@@ -66,16 +65,15 @@ def greedy_decode_uncached(
     model: Transformer,
     src_ids: Tensor,
     *,
-    bos_id: int = 1,
-    eos_id: int = 2,
-    max_len_a: float = 1.5,
-    max_len_b: float = 10,
-) -> DecodeResult:
-    """The reference for `greedy_decode`: the same search with no cache and no batch bookkeeping.
-    Every step re-runs the decoder over each sentence's whole prefix (cross-attention keys and
-    values recomputed too), all sentences together until each has ended; then each is cut at its
-    first EOS or its length limit."""
-    limits = output_limits(model, src_ids, max_len_a, max_len_b).tolist()
+    bos_id: int,
+    eos_id: int,
+    limit: LengthLimit,
+) -> list[list[int]]:
+    """The reference for `greedy_decode`'s tokens: the same search with no cache and no batch
+    bookkeeping. Every step re-runs the decoder over each sentence's whole prefix (cross-attention
+    keys and values recomputed too), all sentences together until each has ended; then each is
+    cut at its first EOS or its length limit."""
+    limits = output_limits(model, src_ids, limit).tolist()
     memory = model.encode(src_ids)  # (B, S, D)
     prefix = src_ids.new_full((src_ids.size(0), 1), bos_id)  # (B, 1 + t)
     ended = [False] * src_ids.size(0)
@@ -89,4 +87,4 @@ def greedy_decode_uncached(
     for ids, limit in zip(prefix[:, 1:].tolist(), limits, strict=True):
         ids = ids[:limit]
         tokens.append(ids[: ids.index(eos_id)] if eos_id in ids else ids)
-    return DecodeResult(tokens)
+    return tokens

@@ -10,18 +10,19 @@ Shape legend, used in every docstring and trailing shape comment:
 Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk).
 
 Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), layers (§3.1),
-dropout (§5.4), args (the model's shape), model (§3), decoding (search: greedy, and beam search
-as in §6.1, over any `Decodable`).
+dropout (§5.4), args (the model's shape), model (§3), decoding (search over any `Decodable`:
+greedy and sampling), beam (beam search as in §6.1).
 """
 
 from tfm.transformer.args import ModelArgs
+from tfm.transformer.beam import beam_search, gnmt_length_penalty
 from tfm.transformer.decoding import (
     Decodable,
     DecodeResult,
     Hypothesis,
-    beam_search,
-    gnmt_length_penalty,
+    LengthLimit,
     greedy_decode,
+    sample_decode,
 )
 from tfm.transformer.dropout import Dropout
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
@@ -46,6 +47,7 @@ __all__ = [
     "EncoderLayer",
     "Hypothesis",
     "KeyValue",
+    "LengthLimit",
     "KeyValueCache",
     "ModelArgs",
     "MultiHeadAttention",
@@ -57,6 +59,7 @@ __all__ = [
     "build_model",
     "gnmt_length_penalty",
     "greedy_decode",
+    "sample_decode",
     "scaled_dot_product_attention",
     "sinusoidal_table",
 ]

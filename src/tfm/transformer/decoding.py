@@ -3,14 +3,20 @@ does not know how it is decoded.
 
 §3.1 makes the decoder auto-regressive; §6.1 decodes with beam search (beam size 4, length
 penalty alpha = 0.6), a maximum output length of "input length + 50", and stops early when
-possible. `greedy_decode` is beam search with a beam of one. Both decode any `Decodable`: a
-`Transformer`, or anything else with its encode / cache / step interface (say, several models
-decoding as one).
+possible. `greedy_decode` takes the most likely token at each step, `sample_decode` draws it
+(not in the paper: what back-translation and data augmentation use); `tfm.transformer.beam`
+keeps the best few prefixes. Each decodes any `Decodable`: a `Transformer`, or anything else
+with its encode / cache / step interface (say, several models decoding as one). The special ids
+and the length limit are the caller's: `bos_id`, `eos_id`, and a `LengthLimit` that gives each
+sentence's most output tokens from its source length.
 
-Deviation from §6.1: the length limit is `a * source_length + b` (source length without
-padding; a = 1, b = 50 gives the paper's), capped by the model's positional table.
+Deviation from §6.1: the length limit is the caller's rule per sentence (tfm's is
+`a * source_length + b`, `tfm.prediction.settings.OutputLimit`), capped by the model's
+positional table.
 """
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -51,25 +57,43 @@ class Decodable(Protocol):
     ) -> DecodeStep: ...
 
 
+class LengthLimit(Protocol):
+    """The rule for a sentence's output length: the most tokens to generate (EOS included) for a
+    source of `source_length` real tokens, for a model whose positional table is `max_len`."""
+
+    def tokens(self, source_length: int, max_len: int) -> int: ...
+
+
 @dataclass(frozen=True)
 class DecodeResult:
     """tokens: per sentence, the generated ids without BOS and without the EOS.
+    scores: per sentence, log P(tokens | source), EOS included when the sentence ended with it.
     cross_attention: None, or per sentence a tensor (L, H, T_out, S_real) of the decoder's
     cross-attention weights, L = decoder layers, T_out = len(tokens) (row j is the query that
     produced tokens[j]), S_real = the source's non-pad positions."""
 
     tokens: list[list[int]]
+    scores: list[float]
     cross_attention: list[Tensor] | None = None
 
 
-def output_limits(model: Decodable, src_ids: Tensor, max_len_a: float, max_len_b: float) -> Tensor:
-    """Per sentence, the most tokens (EOS included) to generate: floor(a * S_real + b), at least 1
-    and at most the model's positional table. Returns (B,) long."""
-    if max_len_a < 0:
-        raise ValueError(f"max_len_a={max_len_a} must not be negative")
-    src_len = (src_ids != model.pad_id).sum(dim=1)  # (B,)
-    limits = torch.floor(max_len_a * src_len.double() + max_len_b).long()
-    return limits.clamp(min=1, max=model.max_len)
+class Hypothesis(NamedTuple):
+    """One output of a search: ids without BOS and EOS, and its score."""
+
+    tokens: list[int]
+    score: float
+
+
+def output_limits(model: Decodable, src_ids: Tensor, limit: LengthLimit) -> Tensor:
+    """Per sentence of src_ids (B, S), the most tokens to generate (EOS included) by `limit`
+    for its real (non-pad) length, at least 1 and at most the model's positional table.
+    Returns (B,) long."""
+    src_len = (src_ids != model.pad_id).sum(dim=1).tolist()  # (B,)
+    found = [min(max(limit.tokens(n, model.max_len), 1), model.max_len) for n in src_len]
+    return torch.tensor(found, dtype=torch.long, device=src_ids.device)
+
+
+Pick = Callable[[Tensor], Tensor]  # next-token logits (N, V) -> the chosen ids (N,)
 
 
 @torch.inference_mode()
@@ -77,148 +101,129 @@ def greedy_decode(
     model: Decodable,
     src_ids: Tensor,
     *,
-    bos_id: int = 1,
-    eos_id: int = 2,
-    max_len_a: float = 1.5,
-    max_len_b: float = 10,
+    bos_id: int,
+    eos_id: int,
+    limit: LengthLimit,
     return_attention: bool = False,
 ) -> DecodeResult:
-    """Batched greedy decoding of src_ids (B, S) with a key/value cache: each step feeds only the
-    newest token; self-attention keys and values are appended step by step, cross-attention keys
-    and values are computed once. Each sentence stops at its EOS or its length limit, and leaves
-    the batch then. Call `model.eval()` first: dropout stays on in training mode."""
-    B, limits = src_ids.size(0), output_limits(model, src_ids, max_len_a, max_len_b)  # (B,)
-    src_real = src_ids != model.pad_id  # (B, S)
-    cache = model.start_cache(model.encode(src_ids), src_ids, capacity=int(limits.max()))
-    active = torch.arange(B, device=src_ids.device)  # original index of each unfinished sentence
-    prefix = src_ids.new_full((B, 1), bos_id)  # (B, 1 + t)
-    tokens: list[list[int]] = [[] for _ in range(B)]
-    rows: list[list[Tensor]] = [[] for _ in range(B)]  # per sentence, per step (L, H, S)
-    step = 0
-    while active.numel() > 0:
-        out = model.decode_step(prefix[:, -1:], cache, need_weights=return_attention)
-        next_ids = out.logits.argmax(dim=-1)  # (B,)
-        prefix = torch.cat([prefix, next_ids[:, None]], dim=1)  # (B, 2 + t)
-        cache, step = out.cache, step + 1
-        if return_attention:
-            weights = torch.stack(out.cross_weights, dim=1)[:, :, :, -1]  # (B, L, H, S)
-            for row, sentence in enumerate(active.tolist()):
-                rows[sentence].append(weights[row])
-        done = (next_ids == eos_id) | (limits[active] <= step)  # (B,)
-        if not bool(done.any()):
-            continue
-        for row in done.nonzero().flatten().tolist():
-            ids = prefix[row, 1:].tolist()
-            tokens[int(active[row])] = ids[:-1] if ids[-1] == eos_id else ids
-        keep = (~done).nonzero().flatten()  # finished sentences leave the batch
-        active, prefix, cache = active[keep], prefix[keep], cache.select(keep)
-    if not return_attention:
-        return DecodeResult(tokens)
-    attention = [
-        torch.stack(rows[i], dim=2)[:, :, : len(tokens[i]), src_real[i]]  # (L, H, T_out, S_real)
-        for i in range(B)
-    ]
-    return DecodeResult(tokens, attention)
+    """Batched greedy decoding of src_ids (B, S): the most likely token at each step. Call
+    `model.eval()` first: dropout stays on in training mode."""
 
+    def best(logits: Tensor) -> Tensor:
+        return logits.argmax(dim=-1)  # (N,)
 
-class Hypothesis(NamedTuple):
-    """One finished beam: ids without BOS and EOS, and its length-normalised score."""
-
-    tokens: list[int]
-    score: float
-
-
-def gnmt_length_penalty(length: int, alpha: float) -> float:
-    """GNMT's lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al., 2016, eq. 14); |Y| counts the
-    generated tokens, EOS included. A hypothesis scores log P(Y | X) / lp(Y)."""
-    return ((5 + length) / 6) ** alpha
+    return _token_by_token(model, src_ids, best, bos_id=bos_id, eos_id=eos_id, limit=limit,
+                           return_attention=return_attention)  # fmt: skip
 
 
 @torch.inference_mode()
-def beam_search(
+def sample_decode(
     model: Decodable,
     src_ids: Tensor,
     *,
-    bos_id: int = 1,
-    eos_id: int = 2,
-    beam_size: int = 5,
-    length_penalty: float = 0.6,
-    max_len_a: float = 1.5,
-    max_len_b: float = 10,
-    n_best: int = 1,
+    bos_id: int,
+    eos_id: int,
+    limit: LengthLimit,
+    samples: int,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    generator: torch.Generator,
 ) -> list[list[Hypothesis]]:
-    """§6.1 beam search over src_ids (B, S), batched over sentences and beams, with the
-    key/value cache reordered as beams are picked. Per sentence, the `n_best` hypotheses, best
-    first; a score is log P(Y | X) / `gnmt_length_penalty`(|Y|, alpha = `length_penalty`).
+    """`samples` outputs of each source of src_ids (B, S), each token drawn from the model's
+    distribution as `sampling_weights` reshapes it, with `generator`'s random stream; per source,
+    its samples best first, scored by their log-probability under the model itself (temperature
+    1, nothing cut off). Call `model.eval()` first."""
+    if samples < 1:
+        raise ValueError(f"samples={samples} must be at least 1")
 
-    Each step extends every live beam by every token and keeps the 2 * beam_size best candidates:
-    those ending in EOS among the best beam_size are finished, and the best beam_size others live
-    on. A sentence ends once it has beam_size finished hypotheses or reaches its length limit
-    (its live beams are then finished as they are). Call `model.eval()` first.
-    """
-    if beam_size < 1 or not 1 <= n_best <= beam_size:
-        raise ValueError(
-            f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {beam_size=}, {n_best=}"
-        )
-    K, limits = beam_size, output_limits(model, src_ids, max_len_a, max_len_b)  # (B,)
-    device, B = src_ids.device, src_ids.size(0)
-    rows = torch.arange(B, device=device).repeat_interleave(K)  # (B * K,): K rows per sentence
-    # Cross-attention keys and values once per sentence, then copied to its K rows.
+    def draw(logits: Tensor) -> Tensor:
+        weights = sampling_weights(logits, temperature=temperature, top_k=top_k, top_p=top_p)
+        return torch.multinomial(weights, 1, generator=generator).squeeze(1)  # (N,)
+
+    rows = torch.arange(src_ids.size(0), device=src_ids.device).repeat_interleave(samples)
+    found = _token_by_token(model, src_ids, draw, bos_id=bos_id, eos_id=eos_id, limit=limit,
+                            rows=rows)  # fmt: skip
+    drawn = [Hypothesis(t, s) for t, s in zip(found.tokens, found.scores, strict=True)]
+    return [sorted(drawn[i : i + samples], key=lambda h: -h.score)
+            for i in range(0, len(drawn), samples)]  # fmt: skip
+
+
+def sampling_weights(logits: Tensor, *, temperature: float, top_k: int, top_p: float) -> Tensor:
+    """The distribution tokens are drawn from, (N, V) logits -> (N, V) unnormalised weights: the
+    model's log-probabilities divided by `temperature` (below 1 sharper, above 1 flatter), then,
+    as CTranslate2 does it, only the `top_k` most likely tokens (0: all) and, of those, only the
+    fewest most likely whose probability adds up to `top_p` (nucleus sampling, Holtzman et al.,
+    2020; 1: all)."""
+    if not temperature > 0 or top_k < 0 or not 0 < top_p <= 1:
+        raise ValueError(f"need temperature > 0, top_k >= 0, 0 < top_p <= 1, got "
+                         f"{temperature=}, {top_k=}, {top_p=}")  # fmt: skip
+    scaled = logits.float().log_softmax(dim=-1) / temperature  # (N, V)
+    if 0 < top_k < scaled.size(-1):
+        kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
+        scaled = scaled.masked_fill(scaled < kth, -math.inf)
+    weights = scaled.softmax(dim=-1)  # (N, V)
+    if top_p < 1:
+        ranked, order = weights.sort(dim=-1, descending=True)  # (N, V)
+        beyond = ranked.cumsum(dim=-1) - ranked >= top_p  # the tokens before already reach p
+        weights = weights.scatter(1, order, ranked.masked_fill(beyond, 0.0))
+    return weights
+
+
+def _token_by_token(
+    model: Decodable,
+    src_ids: Tensor,
+    pick: Pick,
+    *,
+    bos_id: int,
+    eos_id: int,
+    limit: LengthLimit,
+    rows: Tensor | None = None,
+    return_attention: bool = False,
+) -> DecodeResult:
+    """One output per row, a row being a source of src_ids (B, S) (`rows`: the source of each
+    row (N,), default one row per source), each next token chosen by `pick`, with a key/value
+    cache: each step feeds only the newest token; self-attention keys and values are appended
+    step by step, cross-attention keys and values are computed once per source. Each row stops
+    at its EOS or its length limit, and leaves the batch then."""
+    src_real = src_ids != model.pad_id  # (B, S)
+    limits = output_limits(model, src_ids, limit)  # (B,)
     cache = model.start_cache(model.encode(src_ids), src_ids, capacity=int(limits.max()))
-    cache = cache.select(rows)
-    beams = src_ids.new_full((B * K, 1), bos_id)  # (n * K, 1 + t): BOS and tokens so far
-    scores = torch.full((B, K), float("-inf"), device=device)  # (n, K) summed log-probabilities
-    scores[:, 0] = 0.0  # one live beam to start with, not K copies of it
-    active = torch.arange(B, device=device)  # the sentences still searching
-    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    if rows is not None:
+        cache, limits, src_real = cache.select(rows), limits[rows], src_real[rows]  # (N, ...)
+    N = limits.size(0)
+    active = torch.arange(N, device=src_ids.device)  # original index of each unfinished row
+    prefix = src_ids.new_full((N, 1), bos_id)  # (N, 1 + t)
+    totals = torch.zeros(N, device=src_ids.device)  # (N,) summed log-probabilities
+    tokens: list[list[int]] = [[] for _ in range(N)]
+    scores: list[float] = [0.0] * N
+    weights_of: list[list[Tensor]] = [[] for _ in range(N)]  # per row, per step (L, H, S)
     step = 0
     while active.numel() > 0:
-        out = model.decode_step(beams[:, -1:], cache)
-        step += 1
-        top_scores, top_rows, top_tokens = _best_candidates(scores, out.logits, K)  # (n, 2K)
-        is_eos = top_tokens == eos_id
-        ended = is_eos & top_scores.isfinite()
-        ended[:, K:] = False  # an EOS outside the best K does not finish a hypothesis
-        for i, j in ended.nonzero().tolist():
-            _finish(finished[int(active[i])], beams[top_rows[i, j]], top_scores[i, j], step,
-                    length_penalty)  # fmt: skip
-        live = ~is_eos & ((~is_eos).cumsum(dim=1) <= K)  # the best K that do not end
-        pick = live.nonzero()[:, 1].view(-1, K)  # (n, K)
-        scores = top_scores.gather(1, pick)  # (n, K)
-        next_rows = top_rows.gather(1, pick).flatten()  # (n * K,)
-        beams = torch.cat([beams[next_rows], top_tokens.gather(1, pick).view(-1, 1)], dim=1)
-        cache = out.cache.reorder_beams(next_rows)
-        at_limit = limits[active] <= step  # (n,)
-        for i in at_limit.nonzero().flatten().tolist():
-            for k in range(K):
-                _finish(finished[int(active[i])], beams[i * K + k], scores[i, k], step,
-                        length_penalty)  # fmt: skip
-        counts = torch.tensor([len(finished[i]) for i in active.tolist()], device=device)
-        keep = (~(at_limit | (counts >= K))).nonzero().flatten()  # (n',) sentences going on
-        if keep.numel() < active.numel():
-            keep_rows = (keep[:, None] * K + torch.arange(K, device=device)).flatten()
-            active, scores, beams = active[keep], scores[keep], beams[keep_rows]
-            cache = cache.select(keep_rows)
-    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]
-
-
-def _best_candidates(scores: Tensor, logits: Tensor, K: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Running scores (n, K) and next-token logits (n * K, V) -> the 2K best extensions per
-    sentence: their summed log-probabilities, the rows (of n * K) they extend, their tokens."""
-    n = scores.size(0)
-    log_probs = logits.float().log_softmax(dim=-1)  # (n * K, V)
-    V = log_probs.size(-1)
-    candidates = (scores[:, :, None] + log_probs.view(n, K, V)).view(n, K * V)
-    top_scores, top_index = candidates.topk(min(2 * K, K * V), dim=1)  # (n, 2K)
-    top_rows = torch.arange(n, device=scores.device)[:, None] * K + top_index // V  # (n, 2K)
-    return top_scores, top_rows, top_index % V
-
-
-def _finish(
-    hypotheses: list[Hypothesis], beam: Tensor, score: Tensor, length: int, alpha: float
-) -> None:
-    """Add `beam` (BOS and tokens, without the EOS if it ended with one) to `hypotheses`, with
-    its summed log-probability `score` over `length` generated tokens, normalised."""
-    if bool(score.isfinite()):
-        tokens = beam[1:].tolist()
-        hypotheses.append(Hypothesis(tokens, float(score) / gnmt_length_penalty(length, alpha)))
+        out = model.decode_step(prefix[:, -1:], cache, need_weights=return_attention)
+        next_ids = pick(out.logits)  # (n,)
+        log_probs = out.logits.float().log_softmax(dim=-1)  # (n, V)
+        totals = totals + log_probs.gather(1, next_ids[:, None]).squeeze(1)
+        prefix = torch.cat([prefix, next_ids[:, None]], dim=1)  # (n, 2 + t)
+        cache, step = out.cache, step + 1
+        if return_attention:
+            weights = torch.stack(out.cross_weights, dim=1)[:, :, :, -1]  # (n, L, H, S)
+            for row, sentence in enumerate(active.tolist()):
+                weights_of[sentence].append(weights[row])
+        done = (next_ids == eos_id) | (limits[active] <= step)  # (n,)
+        if not bool(done.any()):
+            continue
+        for row in done.nonzero().flatten().tolist():
+            ids, sentence = prefix[row, 1:].tolist(), int(active[row])
+            tokens[sentence] = ids[:-1] if ids[-1] == eos_id else ids
+            scores[sentence] = float(totals[row])
+        keep = (~done).nonzero().flatten()  # finished rows leave the batch
+        active, prefix, totals = active[keep], prefix[keep], totals[keep]
+        cache = cache.select(keep)
+    if not return_attention:
+        return DecodeResult(tokens, scores)
+    attention = [
+        torch.stack(weights_of[i], dim=2)[:, :, : len(tokens[i]), src_real[i]]  # (L, H, T, S)
+        for i in range(N)
+    ]
+    return DecodeResult(tokens, scores, attention)
