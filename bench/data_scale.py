@@ -108,7 +108,7 @@ def config_text(work: Path, n: int, *, quick: bool) -> str:
                 "average_last": 1,
                 "early_stopping_metric": "bleu",
             },
-            "decoding": {"max_len_a": 0.0, "max_len_b": 2, "beam_size": 1},  # quick validation
+            "decoding": {"max_len_a": 0.0, "max_len_b": 2, "strategy": "greedy", "beam_size": 5},
         }
     )
 

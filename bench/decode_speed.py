@@ -1,22 +1,23 @@
-"""Decoding speed on the Multi30k test2016 set (issue 7): tfm's batched, cached greedy decoding
-(`prediction.translate.translate_ids`) against naive decoding, one sentence at a time without a
-key/value cache (`_naive_decoding.naive_greedy`); and beam search (beam 5) against greedy.
+"""Decoding speed on the Multi30k test2016 set: tfm's batched, cached greedy decoding (the
+`TorchTranslator`'s search over token ids) against naive decoding, one sentence at a time without
+a key/value cache (`_naive_decoding.naive_greedy`); and beam search (beam 5) against greedy.
 
     PYTHONPATH=src python bench/decode_speed.py            # a few minutes on 2 CPU cores
     PYTHONPATH=src python bench/decode_speed.py --short    # 200 sentences, 2 rounds, about 30 s
     PYTHONPATH=src python bench/decode_speed.py --quick    # a tiny toy model, seconds (tests)
 
 Both greedy variants must return identical token ids (checked on every sentence). Output lengths
-are fixed the same way for every variant: tfm's default limit floor(1.5 * S + 10) tokens per
-sentence (DecodeSettings); by default the model is untrained (`--train-steps 0`), and an untrained
-model practically never emits EOS, so every sentence runs to that limit: a fixed, known amount of
-work per sentence, the same for all variants (the mean output length is printed). With
-`--train-steps N` the model first trains N steps with tfm's own training step, so lengths become
-realistic (and shorter); `--run DIR` decodes with a trained run's model and tokenizer instead
-(e.g. `bench/multi30k.py`'s), which is how decoding behaves in use: sentences end at EOS.
+are fixed the same way for every variant: the output limit of the schema's defaults,
+floor(1.5 * S + 10) tokens per sentence (`decoding.max_len_a`, `decoding.max_len_b`); by default
+the model is untrained (`--train-steps 0`), and an untrained model practically never emits EOS,
+so every sentence runs to that limit: a fixed, known amount of work per sentence, the same for
+all variants (the mean output length is printed). With `--train-steps N` the model first trains
+N steps with tfm's own training step, so lengths become realistic (and shorter); `--run DIR`
+decodes with a trained run's model and tokenizer instead (e.g. `bench/multi30k.py`'s), which is
+how decoding behaves in use: sentences end at EOS.
 
-Rounds interleave the variants (A B, then B A, ...): each round decodes the whole set with
-`translate_ids` and a new sample of `--uncached-per-round` sentences one at a time (the naive way
+Rounds interleave the variants (A B, then B A, ...): each round decodes the whole set with the
+Translator and a new sample of `--uncached-per-round` sentences one at a time (the naive way
 is too slow to run the whole set several times); each round gives one ratio of sentences per
 second, and the median ratio is reported. Beam against greedy: each round decodes one slice of
 the set (1/rounds of it) both ways. One torch thread by default (`--threads`): with two threads on
@@ -25,7 +26,6 @@ cores that other jobs share, decoding's many small operations stall and vary 5-1
 
 import argparse
 import logging
-import math
 import os
 import statistics
 import time
@@ -40,17 +40,17 @@ from tfm.api import (
     BOS_ID,
     EOS_ID,
     PAD_ID,
+    Config,
     DecodeSettings,
     RunPaths,
+    Tokenizer,
+    TorchTranslator,
     Transformer,
-    beam_search,
     encode_split,
-    inference_batches,
     load_texts,
     load_trained,
     optimizer_step,
     pad,
-    translate_ids,
 )
 
 log = logging.getLogger("bench.decode_speed")
@@ -61,26 +61,18 @@ def decode_uncached(model: Transformer, sources: Sequence[list[int]], s: DecodeS
     model.eval()
     outputs = []
     for ids in sources:
-        limit = min(max(math.floor(s.max_len_a * len(ids) + s.max_len_b), 1), model.max_len)
+        limit = s.limit.tokens(len(ids), model.max_len)
         outputs += naive_greedy(model, pad([ids], PAD_ID), bos_id=BOS_ID, eos_id=EOS_ID,
                                 limit=limit)  # fmt: skip
     return outputs
 
 
-def decode_beam(model: Transformer, sources: Sequence[list[int]], s: DecodeSettings, beam: int):
-    """Beam search batched like `translate_ids`, with the batch budget divided by the beam size
-    (each sentence becomes `beam` rows), outputs in input order."""
-    model.eval()
-    outputs: list[list[int]] = [[] for _ in sources]
-    budget = max(s.max_tokens // beam, max(len(x) for x in sources))
-    for indices in inference_batches([len(x) for x in sources], max_tokens=budget):
-        hyps = beam_search(
-            model, pad([sources[i] for i in indices], PAD_ID), bos_id=BOS_ID, eos_id=EOS_ID,
-            beam_size=beam, max_len_a=s.max_len_a, max_len_b=s.max_len_b,
-        )  # fmt: skip
-        for i, best in zip(indices, hyps, strict=True):
-            outputs[i] = best[0].tokens
-    return outputs
+def decoded(translator: TorchTranslator, sources: Sequence[list[int]], s: DecodeSettings):
+    """The best output ids of each source by the Translator's search with the settings `s`
+    (batched by length; a beam's sentence takes `beam` rows of the batch), in input order."""
+    found = translator.search(list(sources), s, list(range(1, len(sources) + 1)), n_best=1,
+                              scored=False)  # fmt: skip
+    return [hypotheses[0][0] for hypotheses in found]
 
 
 def timed(fn: Callable[[], list]) -> tuple[float, list]:
@@ -99,7 +91,7 @@ def brief_training(session, parallel, steps: int) -> None:
             log.info("training step %d: loss %.3f", k + 1, result.loss)
 
 
-def compare_greedy(model, sources, settings, rounds: int, per_round: int) -> None:
+def compare_greedy(translator, sources, settings, rounds: int, per_round: int) -> None:
     n = len(sources)
     ratios, rates = [], {"cached": [], "uncached": []}
     reference: dict[int, list[int]] = {}
@@ -107,8 +99,10 @@ def compare_greedy(model, sources, settings, rounds: int, per_round: int) -> Non
     for r in range(rounds):
         part = sample[r * per_round : (r + 1) * per_round]
         runs = {
-            "cached": lambda: translate_ids(model, sources, settings),
-            "uncached": lambda p=part: decode_uncached(model, [sources[i] for i in p], settings),
+            "cached": lambda: decoded(translator, sources, settings),
+            "uncached": lambda p=part: decode_uncached(
+                translator.model, [sources[i] for i in p], settings
+            ),
         }
         order = ["cached", "uncached"] if r % 2 == 0 else ["uncached", "cached"]
         seconds = {}
@@ -129,18 +123,19 @@ def compare_greedy(model, sources, settings, rounds: int, per_round: int) -> Non
     lengths = [len(t) for t in cached]
     print(f"greedy: {n} sentences, mean output {statistics.mean(lengths):.1f} tokens (max "
           f"{max(lengths)}); uncached on {len(reference)} of them, ids identical")  # fmt: skip
-    print(f"  translate_ids (batched, cached): {statistics.median(rates['cached']):.1f} sent/s")
-    print(f"  one at a time, uncached:         {statistics.median(rates['uncached']):.1f} sent/s")
+    print(f"  the Translator (batched, cached): {statistics.median(rates['cached']):.1f} sent/s")
+    print(f"  one at a time, uncached:          {statistics.median(rates['uncached']):.1f} sent/s")
     print(f"  cached / uncached: {summary(ratios)}   goal >= 5x")
 
 
-def compare_beam(model, sources, settings, rounds: int, beam: int) -> None:
+def compare_beam(translator, sources, settings, rounds: int, beam: int) -> None:
     n, ratios, rates = len(sources), [], {"greedy": [], "beam": []}
+    wide = settings.asking(translator.config.decoding, {"beam_size": beam})
     for r in range(rounds):
         part = [sources[i] for i in range(r * n // rounds, (r + 1) * n // rounds)]
         runs = {
-            "greedy": lambda p=part: translate_ids(model, p, settings),
-            "beam": lambda p=part: decode_beam(model, p, settings, beam),
+            "greedy": lambda p=part: decoded(translator, p, settings),
+            "beam": lambda p=part: decoded(translator, p, wide),
         }
         seconds = {}
         for name in ["greedy", "beam"] if r % 2 == 0 else ["beam", "greedy"]:
@@ -155,12 +150,19 @@ def compare_beam(model, sources, settings, rounds: int, beam: int) -> None:
     print(f"  beam time / greedy time: {summary(ratios)}   goal <= 4x")
 
 
-def compare(model: Transformer, sources: Sequence[list[int]], args: argparse.Namespace) -> None:
-    settings = DecodeSettings()
+def compare(
+    model: Transformer, tokenizer: Tokenizer, sources: Sequence[list[int]], args: argparse.Namespace
+) -> None:
+    """The comparisons: greedy search, and beam search of `args.beam`, with the schema's
+    output limit."""
+    config = Config.model_validate({"decoding": {"strategy": "greedy"}})
+    settings = DecodeSettings.from_config(config.decoding, "cpu", "float32")
+    translator = TorchTranslator(model=model, tokenizer=tokenizer, config=config,
+                                 settings=settings)  # fmt: skip
     if args.uncached_per_round:
-        compare_greedy(model, sources, settings, args.rounds, args.uncached_per_round)
+        compare_greedy(translator, sources, settings, args.rounds, args.uncached_per_round)
     if args.beam:
-        compare_beam(model, sources, settings, args.rounds, args.beam)
+        compare_beam(translator, sources, settings, args.rounds, args.beam)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         src, tgt, report = load_texts(trained.config.data, "test")
         test = encode_split("test", src, tgt, report, trained.tokenizer)
         print(f"model of {args.run} (step {trained.step}); limit floor(1.5 * S + 10) tokens")
-        compare(trained.model, test.src[: args.sentences], args)
+        compare(trained.model, trained.tokenizer, test.src[: args.sentences], args)
     else:
         overrides = ["train.warmup_steps=100", "train.lr=0.001"]
         with training_session(args, overrides) as (session, parallel):
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
             src, tgt, report = load_texts(session.config.data, "test")
             test = encode_split("test", src, tgt, report, session.tokenizer)
             print(f"model trained {args.train_steps} steps; limit floor(1.5 * S + 10) tokens")
-            compare(session.model, test.src[: args.sentences], args)
+            compare(session.model, session.tokenizer, test.src[: args.sentences], args)
     print("load average at the end:", " ".join(f"{x:.1f}" for x in os.getloadavg()))
 
 

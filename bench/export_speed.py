@@ -99,13 +99,12 @@ def peak_rss_mib() -> float:
 def _decoder(engine: str, model: str, n_threads: int):
     """A function (lines, beam size) -> translations for one engine on `n_threads` threads:
     `model` is the run (engine "tfm") or the exported folder, opened as a Translator."""
-    from dataclasses import replace
-
     from tfm.api import DecodeRequest, open_translator
 
     translator = open_translator(DecodeRequest(run=model, device="cpu", threads=n_threads))
+    decoding = translator.config.decoding
     return lambda lines, beam: translator.translate(
-        lines, settings=replace(translator.settings, beam_size=beam)
+        lines, settings=translator.settings.asking(decoding, {"beam_size": beam})
     )
 
 

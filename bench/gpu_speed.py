@@ -174,7 +174,7 @@ def training_steps(name: str, args, overrides: list[str], peaks: dict[str, float
                   f"{100 * row['mfu_measured_peak']:.1f}% of the measured {precision} peak; "
                   f"speed against fp32 {summary(ratios)}")  # fmt: skip
             figures[v] = row
-        settings = DecodeSettings(device=session.device)
+        settings = DecodeSettings.from_config(session.config.decoding, session.device, "float32")
         val = session.validation_split
         losses = {
             v: teacher_forced_loss(pairs[v][0].model, val, settings) for v in ("fp32", "bf16")
@@ -210,10 +210,9 @@ def recipe(args, runs: Path, small: dict, clock: Clock) -> dict:
           f"{result.steps} steps ({result.stopped_because}) in {wall:.1f} s of wall time, "
           f"validation included; {figures['steps_s']:.1f} s of steps at (b)'s median "
           f"{step_ms:.1f} ms")  # fmt: skip
-    for beam in (1, 5):
+    for name, search in (("greedy", {"strategy": "greedy"}), ("beam 5", {"beam_size": 5})):
         with contextlib.chdir(runs):
-            scores, _ = evaluate_run(open_translator(DecodeRequest(run=run, beam_size=beam)))
-        name = "greedy" if beam == 1 else f"beam {beam}"
+            scores, _ = evaluate_run(open_translator(DecodeRequest(run=run, search=search)))
         figures[name] = {
             "bleu": scores["bleu"],
             "bleu_lowercase": scores["bleu_lowercase"],

@@ -30,6 +30,7 @@ from _naive_decoding import naive_greedy  # noqa: E402
 
 from tfm.api import (  # noqa: E402
     ModelArgs,
+    OutputLimit,
     Transformer,
     build_model,
     greedy_decode,
@@ -219,7 +220,7 @@ def bench_decoding(args: argparse.Namespace) -> None:
     for row, length in enumerate(lengths.tolist()):
         src[row, :length] = torch.randint(4, args.sizes["vocab"], (length,), generator=generator)
     # An EOS id the model never emits: every sentence runs the full `output_len` steps.
-    options = dict(bos_id=BOS, eos_id=-1, max_len_a=0.0, max_len_b=args.output_len)
+    options = dict(bos_id=BOS, eos_id=-1, limit=OutputLimit(0.0, args.output_len))
     limit = min(args.output_len, model.max_len)
     cached = greedy_decode(model, src, **options).tokens
     uncached = naive_greedy(model, src, bos_id=BOS, eos_id=-1, limit=limit)

@@ -217,7 +217,9 @@ def bf16_against_fp32(session: Session, initial: dict, args) -> None:
             log.info("step %d: bf16 / fp32 speed so far %s", k + 1, summary(ratios))
     val = session.validation_split
     losses = {
-        dtype: teacher_forced_loss(s.model, val, DecodeSettings(dtype=torch.float32))
+        dtype: teacher_forced_loss(
+            s.model, val, DecodeSettings.from_config(s.config.decoding, "cpu", torch.float32)
+        )
         for dtype, (s, _) in twins.items()
     }
     fp32, bf16 = losses[torch.float32], losses[torch.bfloat16]

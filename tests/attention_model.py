@@ -4,8 +4,12 @@ them)."""
 
 import pytest
 import torch
+from tiny_models import decode_settings
 
+from tfm.config import Config
 from tfm.data.tokenizer import Tokenizer, train_tokenizer
+from tfm.prediction.attention_weights import AttentionView
+from tfm.prediction.torch_translator import TorchTranslator
 from tfm.transformer import ModelArgs, Transformer, build_model
 
 SRC = ["the dog sees the cat .", "a man walks home .", "the small cat sleeps ."]
@@ -29,3 +33,14 @@ def model(tokenizer: Tokenizer) -> Transformer:
 
 def vocab_sizes(tokenizer: Tokenizer) -> dict:
     return dict(src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size)
+
+
+def attention_of(
+    model: Transformer, tokenizer: Tokenizer, kind: str, decoding: dict | None = None
+) -> AttentionView:
+    """The `kind` attention weights of SENTENCE, as the model's Translator shows them (the
+    decoding keys `decoding`, default the schema's, set its output limit)."""
+    translator = TorchTranslator(model=model, tokenizer=tokenizer, config=Config(),
+                                 settings=decode_settings(decoding))  # fmt: skip
+    assert translator.shows_attention
+    return translator.attention_views(SENTENCE)[kind]

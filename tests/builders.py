@@ -51,7 +51,7 @@ GIVEN = {
               "decay_steps": None, "label_smoothing": 0.1, "validate_every": 1000, "patience": None,
               "checkpoint_every": None, "keep_last": 3, "average_last": 1,
               "early_stopping_metric": "bleu"},
-    "decoding": {"beam_size": 1},
+    "decoding": {"strategy": "greedy", "beam_size": 5},
 }  # fmt: skip
 for _section, _keys in GIVEN.items():
     for _key, _value in _keys.items():

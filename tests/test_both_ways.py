@@ -76,8 +76,9 @@ def test_the_run_translates_both_directions(run, test_split, tmp_path):
 
 
 def test_it_reranks_its_own_beam_as_the_reverse_model(run, test_split):
+    from tiny_models import decode_settings
+
     from tfm.prediction.reranking import Reranker
-    from tfm.prediction.settings import DecodeSettings
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import find_run
 
@@ -87,7 +88,7 @@ def test_it_reranks_its_own_beam_as_the_reverse_model(run, test_split):
     # What makes it a reverse model: a German hypothesis that drops a word of the reference
     # explains the English source less well.
     trained = load_trained(find_run(run), torch.device("cpu"))
-    reranker = Reranker(trained.model, trained.tokenizer, DecodeSettings())
+    reranker = Reranker(trained.model, trained.tokenizer, decode_settings())
     wins, trials = dropped_word_wins(reranker, *test_split)
     assert trials > 300 and wins / trials > 0.85, (wins, trials)
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 from builders import metric_events, tiny_config
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+from tiny_models import decode_settings
 from typer.testing import CliRunner
 
 from tfm.cli import app
@@ -204,8 +205,10 @@ def test_beam_size_one_is_greedy_and_a_wider_beam_scores_its_width(workdir):
     assert beam.exit_code == 0, beam.output
     assert len(beam.stdout.split("\n")) == len(sentences) + 1
     scores = json.loads(invoke("eval", "--json", "--beam-size", "3").stdout)
-    assert scores["beam_size"] == 3 and scores["sentences"] == 60
-    assert invoke("eval", "--beam-size", "0").exit_code == 2
+    assert scores["strategy"] == "beam" and scores["beam_size"] == 3 and scores["sentences"] == 60
+    assert json.loads(invoke("eval", "--json").stdout)["strategy"] == "greedy"  # the config's
+    zero = invoke("eval", "--beam-size", "0")
+    one_line_error(zero, 2, "--beam-size 0: Input should be greater than or equal to 1")
 
 
 def test_length_penalty_option_overrides_the_config(workdir):
@@ -226,11 +229,13 @@ def test_length_penalty_option_overrides_the_config(workdir):
         assert scores["length_penalty"] == float(alpha) and scores["beam_size"] == 2
         ratios[alpha] = scores["length_ratio"]
     assert ratios["50"] > ratios["0.6"]  # eval's length ratio shows the longer output too
-    assert json.loads(invoke("eval", "--json").stdout)["length_penalty"] == 0.6
-    greedy = invoke("translate", "--length-penalty", "50", *sentences)
-    assert greedy.stdout == invoke("translate", *sentences).stdout
-    assert "--length-penalty has no effect on greedy decoding" in greedy.stderr
-    assert "--length-penalty" not in longer.stderr
+    beam = json.loads(invoke("eval", "--json", "--strategy", "beam").stdout)
+    assert (beam["beam_size"], beam["length_penalty"]) == (5, 0.6)  # the config's
+    alone = invoke("translate", "--length-penalty", "50", *sentences)  # chooses the beam, of 5
+    assert alone.stdout == invoke("translate", "--beam-size", "5", "--length-penalty", "50",
+                                  *sentences).stdout  # fmt: skip
+    greedy = invoke("translate", "--strategy", "greedy", "--length-penalty", "50", "x")
+    one_line_error(greedy, 2, "--length-penalty is a setting of beam; --strategy greedy does not")
     assert invoke("translate", "--length-penalty", "-1", "x").exit_code == 2
 
 
@@ -242,8 +247,7 @@ def nbest_rows(stdout: str) -> list[tuple[int, float, str]]:
 
 def test_n_best_prints_each_sentences_best_hypotheses_with_their_scores(workdir):
     from tfm.data.tokenizer import EOS_ID
-    from tfm.prediction.settings import DecodeSettings
-    from tfm.prediction.translate import translate_nbest_ids
+    from tfm.prediction.translate import search_ids
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import find_run
 
@@ -264,8 +268,8 @@ def test_n_best_prints_each_sentences_best_hypotheses_with_their_scores(workdir)
     trained_model = load_trained(find_run(None), torch.device("cpu"))
     tokenizer = trained_model.tokenizer
     sources = [ids + [EOS_ID] for ids in tokenizer.encode_src([sentences[0], sentences[2]])]
-    settings = DecodeSettings(max_len_b=5, beam_size=4)
-    found = translate_nbest_ids(trained_model.model, sources, settings, 4)
+    settings = decode_settings({"max_len_b": 5}, beam_size=4)
+    found = search_ids(trained_model.model, sources, settings, n_best=4)
     expected = []
     for hypotheses in found:
         texts = tokenizer.decode_tgt([h.tokens for h in hypotheses])
@@ -281,10 +285,14 @@ def test_n_best_widens_the_beam_to_n_unless_a_narrower_one_is_asked_for(workdir)
     rows = nbest_rows(invoke("translate", "--n-best", "3", sentence).stdout)  # config: greedy
     assert len(rows) == 3
     assert rows[0][2] == invoke("translate", "--beam-size", "3", sentence).stdout.strip()
-    greedy = nbest_rows(invoke("translate", "--n-best", "1", "--beam-size", "1", sentence).stdout)
+    wide = nbest_rows(invoke("translate", "--n-best", "7", sentence).stdout)
+    assert len(wide) == 7  # a beam wider than the config's 5
+    greedy = nbest_rows(invoke("translate", "--n-best", "1", sentence).stdout)
     assert [text for _, _, text in greedy] == [invoke("translate", sentence).stdout.strip()]
     narrow = invoke("translate", "--n-best", "3", "--beam-size", "2", sentence)
     one_line_error(narrow, 2, "--n-best 3 needs --beam-size 3 or more, not 2")
+    asked_greedy = invoke("translate", "--n-best", "3", "--strategy", "greedy", sentence)
+    one_line_error(asked_greedy, 2, "--n-best 3: greedy search finds one translation")
     assert invoke("translate", "--n-best", "0", sentence).exit_code == 2
 
 
@@ -308,8 +316,7 @@ def noisy_copy(run: Path, to: Path) -> Path:
 def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(workdir, trained_run, tmp_path):
     from tfm.data.tokenizer import EOS_ID
     from tfm.prediction.ensemble import Ensemble
-    from tfm.prediction.settings import DecodeSettings
-    from tfm.prediction.translate import translate_ids, translate_nbest_ids
+    from tfm.prediction.translate import search_ids, translate_ids
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import RunPaths
 
@@ -323,16 +330,16 @@ def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(workdir, train
         models = [load_trained(RunPaths(path), torch.device("cpu")) for path in (run, other)]
         tokenizer = models[0].tokenizer
         sources = [ids + [EOS_ID] for ids in tokenizer.encode_src(sentences)]
-        settings = DecodeSettings(max_len_b=5, beam_size=int(beam))
+        settings = decode_settings({"max_len_b": 5}, beam_size=int(beam))
         expected = translate_ids(Ensemble([m.model for m in models]), sources, settings)
         assert result.stdout == "".join(t + "\n" for t in tokenizer.decode_tgt(expected))
     # --n-best goes through the same ensemble: the ensemble's beam hypotheses and scores.
     nbest = invoke("translate", "--ensemble", str(other), "--beam-size", "3", "--n-best", "2",
                    *sentences)  # fmt: skip
-    found = translate_nbest_ids(Ensemble([m.model for m in models]), sources, settings, 2)
+    found = search_ids(Ensemble([m.model for m in models]), sources, settings, n_best=2)
     rows = nbest_rows(nbest.stdout)
     assert [text for _, _, text in rows[::2]] == result.stdout.split("\n")[:-1]
-    expected_scores = [h.score for hypotheses in found for h in hypotheses]
+    expected_scores = [h.score for hypotheses in found for h in hypotheses[:2]]
     assert [score for _, score, _ in rows] == pytest.approx(expected_scores, abs=5e-5)
     # The same run twice is the run alone; eval names the ensemble in its JSON.
     alone = json.loads(invoke("eval", "--json").stdout)
@@ -367,8 +374,7 @@ def test_eval_of_empty_files_is_a_one_line_error(workdir):
 def test_rerank_with_a_reverse_run_rescores_the_whole_beam(workdir, both_ways_run):
     from tfm.data.pipeline import prepare_splits
     from tfm.prediction.reranking import Reranker
-    from tfm.prediction.settings import DecodeSettings
-    from tfm.prediction.translate import translate_nbest_ids
+    from tfm.prediction.translate import search_ids
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import find_run
 
@@ -385,11 +391,10 @@ def test_rerank_with_a_reverse_run_rescores_the_whole_beam(workdir, both_ways_ru
     splits, _ = prepare_splits(forward.config.data, forward.config.tokenizer, ("test",),
                                tokenizer=forward.tokenizer)  # fmt: skip
     test = splits["test"]
-    settings = DecodeSettings(max_len_b=5, beam_size=5)
-    found = translate_nbest_ids(forward.model, test.src, settings, 5)
+    found = search_ids(forward.model, test.src, decode_settings({"max_len_b": 5}, beam_size=5))
     nbest = [[(forward.tokenizer.decode_tgt([h.tokens])[0], h.score) for h in beam]
              for beam in found]  # fmt: skip
-    reranker = Reranker(reverse.model, reverse.tokenizer, DecodeSettings(), weight=0.7)
+    reranker = Reranker(reverse.model, reverse.tokenizer, decode_settings(), weight=0.7)
     expected = [ranked[0][0] for ranked in reranker.rerank(test.src_text, nbest)]
     assert Path("hyp.txt").read_text(encoding="utf-8") == "".join(h + "\n" for h in expected)
     changed = sum(h != beam[0][0] for h, beam in zip(expected, nbest, strict=True))
@@ -432,5 +437,7 @@ def test_rerank_errors_name_the_option_and_what_it_needs(workdir, trained_run, b
     one_line_error(alone, 2, "--rerank-weight needs --rerank-with")
     greedy = invoke("translate", "--rerank-with", str(both_ways_run), "--beam-size", "1", "a dog")
     one_line_error(greedy, 2, "--rerank-with reranks a beam: give --beam-size 2 or more")
+    sampled = invoke("translate", "--rerank-with", str(both_ways_run), "--top-p", "0.9", "a dog")
+    one_line_error(sampled, 2, "--rerank-with reranks a beam: give --strategy beam")
     negative = invoke("eval", "--rerank-with", str(both_ways_run), "--rerank-weight", "-1")
     assert negative.exit_code == 2 and "Traceback" not in negative.output

@@ -157,7 +157,7 @@ def test_a_file_is_translated_in_batches_and_its_lines_named_across_them(
     run, tmp_path, monkeypatch
 ):
     from tfm.commands import input as translation_input
-    from tfm.prediction.line_search import LineTranslator
+    from tfm.prediction.translator import Translator
 
     long = " ".join(["the dog sees the small cat"] * 60)
     lines = [*SENTENCES, "a man walks home", long]  # the long one is line 5, in the third batch
@@ -165,13 +165,13 @@ def test_a_file_is_translated_in_batches_and_its_lines_named_across_them(
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     alone = [invoke("translate", "--run", run, s).stdout.strip() for s in lines[:4]]
     monkeypatch.setattr(translation_input, "BATCH_LINES", 2)
-    batches, translate = [], LineTranslator.translate
+    batches, translate = [], Translator.translate
 
     def recorded(self, texts, *, first_line=1, settings=None):
         batches.append((first_line, len(texts)))
         return translate(self, texts, first_line=first_line, settings=settings)
 
-    monkeypatch.setattr(LineTranslator, "translate", recorded)
+    monkeypatch.setattr(Translator, "translate", recorded)
     result = invoke("translate", "--run", run, "--file", str(path))
     assert result.exit_code == 0, result.output
     assert batches == [(1, 2), (3, 2), (5, 1)]

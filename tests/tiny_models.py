@@ -21,8 +21,9 @@ def search_options(a: float = 1.0, b: int = 5, *, eos_id: int = 2) -> dict:
 
 def decode_settings(decoding: dict | None = None, **asked: object) -> DecodeSettings:
     """Decode settings on the CPU in float32: the config's `decoding` keys (default: the
-    schema's), with the strategy `asked` for as a user asks (`beam_size=4`: a beam of 4)."""
-    config = DecodingConfig(**(decoding or {}))
+    schema's, greedy search, and a beam of 5 when one is asked for), with the strategy `asked`
+    for as a user asks (`beam_size=4`: a beam of 4)."""
+    config = DecodingConfig(**{"strategy": "greedy", "beam_size": 5, **(decoding or {})})
     return DecodeSettings.from_config(config, "cpu", "float32", asked=asked)
 
 

@@ -12,8 +12,9 @@ Tokenizer
     `Tokenizer`, `train_tokenizer`, `untrained`, `wants_byte_fallback`; the ids `PAD_ID`,
     `BOS_ID`, `EOS_ID`, `UNK_ID`; `SPECIAL_TOKENS` and `BYTE_TOKENS`.
 Model and search
-    `ModelArgs`, `build_model` -> `Transformer`; `greedy_decode`, `beam_search`;
-    `sinusoidal_table`, the §3.5 positional table.
+    `ModelArgs`, `build_model` -> `Transformer`; `greedy_decode`, the model's own search (for
+    timing the model: translations go through a Translator); `sinusoidal_table`, the §3.5
+    positional table.
 Training
     `train(config)` runs a whole run. To drive or time steps yourself: `open_session` ->
     `Session`, `DataParallel(Replicas(), session, StopFlag())`, `optimizer_step`; the pieces a
@@ -23,8 +24,9 @@ Training
     `model_step_flops` and `device_peak`, model FLOPs of a step and a device's known peak.
 Runs and decoding
     `RunPaths`, `CheckpointStore`, `load_trained`; `DecodeRequest` -> `open_translator`, the
-    Translator of `tfm translate` and `tfm eval`; `DecodeSettings` and `translate_ids`, decoding
-    ids with a model; `evaluate_run`, the scores of `tfm eval`; `teacher_forced_loss`;
+    Translator of `tfm translate` and `tfm eval`; `TorchTranslator`, a model in memory as one
+    (its `search` decodes token ids); `DecodeSettings` (a strategy and the `OutputLimit`, from a
+    config's `decoding`); `evaluate_run`, the scores of `tfm eval`; `teacher_forced_loss`;
     `score_translations` (BLEU, chrF); `export_run` (CTranslate2).
 """
 
@@ -50,8 +52,8 @@ from tfm.data.toy.generator import generate as generate_toy_corpus
 from tfm.deploy import export_run
 from tfm.prediction.likelihood import teacher_forced_loss
 from tfm.prediction.scoring import score_translations
-from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.prediction.translate import translate_ids
+from tfm.prediction.settings import DecodeRequest, DecodeSettings, OutputLimit
+from tfm.prediction.torch_translator import TorchTranslator
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore
@@ -67,7 +69,6 @@ from tfm.training.utilisation import step_flops as model_step_flops
 from tfm.transformer import (
     ModelArgs,
     Transformer,
-    beam_search,
     build_model,
     greedy_decode,
     sinusoidal_table,
@@ -88,16 +89,17 @@ __all__ = [
     "DecodeSettings",
     "EpochData",
     "ModelArgs",
+    "OutputLimit",
     "Progress",
     "Replicas",
     "RunPaths",
     "Session",
     "StopFlag",
     "Tokenizer",
+    "TorchTranslator",
     "Transformer",
     "UnreadSteps",
     "batching",
-    "beam_search",
     "build_model",
     "build_optimizer",
     "device_peak",
@@ -124,7 +126,6 @@ __all__ = [
     "teacher_forced_loss",
     "train",
     "train_tokenizer",
-    "translate_ids",
     "untrained",
     "wants_byte_fallback",
 ]

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import errno
 import functools
-import inspect
 import json
 import logging
 import os
 import sys
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Final
@@ -34,14 +32,19 @@ from tfm.cli_options import (
     RerankWeightOption,
     RerankWithOption,
     RunOption,
+    SeedOption,
     SetOption,
+    StrategyOption,
+    TemperatureOption,
     ThreadsOption,
+    TopKOption,
+    TopPOption,
 )
 from tfm.errors import TfmError
 from tfm.limits import MAX_BEAM_SIZE
 
 if TYPE_CHECKING:
-    from tfm.prediction.translator import Translator
+    from tfm.prediction.settings import DecodeRequest
 
 # Help texts are Markdown: a docstring's single line breaks join, so its paragraphs wrap to the
 # terminal's width, and brackets (`tfm[deploy]`) are text, not markup.
@@ -120,42 +123,6 @@ def _command(body: Callable[..., int | None]) -> Callable[..., None]:
     return run
 
 
-# The options that choose and set up a Translator, shared by `tfm eval` and `tfm translate`.
-_DECODING_OPTIONS = {
-    "run": RunOption,
-    "checkpoint": CheckpointOption,
-    "device": DeviceOption,
-    "beam_size": BeamOption,
-    "length_penalty": LengthPenaltyOption,
-    "ensemble": EnsembleOption,
-    "rerank_with": RerankWithOption,
-    "rerank_weight": RerankWeightOption,
-    "threads": ThreadsOption,
-}
-
-
-def _decoding_options(body: Callable[..., None]) -> Callable[..., None]:
-    """`body`'s own options followed by the decoding options, which `body` receives as one dict
-    (keyword `decoding`, the keywords of `DecodeRequest`), all None unless given."""
-    own = [p for p in inspect.signature(body).parameters.values() if p.name != "decoding"]
-    shared = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
-        for name, option in _DECODING_OPTIONS.items()
-    ]
-
-    @functools.wraps(body)
-    def run(**options) -> None:
-        decoding = {name: options.pop(name) for name in _DECODING_OPTIONS}
-        return body(**options, decoding=decoding)
-
-    hints = typing.get_type_hints(body, include_extras=True)
-    run.__annotations__ = {**{p.name: hints[p.name] for p in own}, **_DECODING_OPTIONS}
-    run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [p.replace(annotation=hints[p.name]) for p in own] + shared, return_annotation=None
-    )
-    return run
-
-
 def _too_long(path: Path) -> str:
     from tfm.rundir.paths import check_path_length
 
@@ -218,22 +185,35 @@ def train(
 
 @app.command("eval")
 @_command
-@_decoding_options
 def evaluate(
+    ctx: typer.Context,
     split: Annotated[str, typer.Option(help="train, validation or test.")] = "test",
     src: Annotated[Path | None, typer.Option("--src", help="Source file to score.")] = None,
     ref: Annotated[Path | None, typer.Option("--ref", help="Reference file for --src.")] = None,
     as_json: JsonOption = False,
     output: Annotated[Path | None, typer.Option(help="Write hypotheses here.")] = None,
-    *,
-    decoding: dict,
+    run: RunOption = None,
+    checkpoint: CheckpointOption = None,
+    device: DeviceOption = None,
+    strategy: StrategyOption = None,
+    beam_size: BeamOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    temperature: TemperatureOption = None,
+    top_k: TopKOption = None,
+    top_p: TopPOption = None,
+    seed: SeedOption = None,
+    ensemble: EnsembleOption = None,
+    rerank_with: RerankWithOption = None,
+    rerank_weight: RerankWeightOption = None,
+    threads: ThreadsOption = None,
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss, exact match and the
     decoding time."""
     from tfm.commands.decode import check_eval_options, evaluate_run
+    from tfm.commands.engines import open_translator
 
     check_eval_options(split, src, ref)
-    translator = _open_translator(decoding)
+    translator = open_translator(_decode_request(ctx))
     scores, _ = evaluate_run(translator, split=split, src=src, ref=ref, output=output)
     if as_json:
         typer.echo(json.dumps(scores, ensure_ascii=False))
@@ -244,8 +224,8 @@ def evaluate(
 
 @app.command()
 @_command
-@_decoding_options
 def translate(
+    ctx: typer.Context,
     sentences: Annotated[list[str] | None, typer.Argument(help="Sentences to translate.")] = None,
     file: Annotated[
         Path | None, typer.Option("--file", help="Translate each line; - reads stdin.")
@@ -257,28 +237,42 @@ def translate(
             min=1,
             max=MAX_BEAM_SIZE,
             help="Print the N best distinct translations of each sentence, best first: line "
-            "number (from 1), score (length-normalised log-probability; with --rerank-with, "
-            "the reranking score) and translation, separated by tabs; the beam is at least N.",
+            "number (from 1), score (the strategy's: with beam search the length-normalised "
+            "log-probability, else the log-probability; with --rerank-with, the reranking "
+            "score) and translation, separated by tabs. They come from a beam of at least N "
+            "(unless --beam-size says otherwise), or N samples.",
         ),
     ] = None,
-    *,
-    decoding: dict,
+    run: RunOption = None,
+    checkpoint: CheckpointOption = None,
+    device: DeviceOption = None,
+    strategy: StrategyOption = None,
+    beam_size: BeamOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    temperature: TemperatureOption = None,
+    top_k: TopKOption = None,
+    top_p: TopPOption = None,
+    seed: SeedOption = None,
+    ensemble: EnsembleOption = None,
+    rerank_with: RerankWithOption = None,
+    rerank_weight: RerankWeightOption = None,
+    threads: ThreadsOption = None,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each; at a
     terminal with no input, translate each line typed at a prompt until Ctrl-D."""
-    from tfm.commands.decode import check_n_best, translate_batches, translate_batches_nbest
+    from tfm.commands.decode import translate_batches, translate_batches_nbest
+    from tfm.commands.engines import open_translator
     from tfm.commands.input import translation_input
 
     interactive = not sentences and file is None and sys.stdin.isatty()
     if interactive:
         typer.echo("Type a sentence, then Enter; arrow keys recall lines, Ctrl-D ends.", err=True)
     batches = translation_input(sentences or [], file, sys.stdin, ask=_ask)
+    translator = open_translator(_decode_request(ctx))
     if n_best is None:
-        for translations in translate_batches(_open_translator(decoding), batches):
+        for translations in translate_batches(translator, batches):
             _write_lines(translations)
     else:
-        check_n_best(n_best, decoding["beam_size"])
-        translator = _open_translator(decoding, min_beam=n_best)
         _write_nbest(translate_batches_nbest(translator, batches, n_best))
     if interactive:
         typer.echo("", err=True)  # the line Ctrl-D left open
@@ -294,14 +288,11 @@ def _write_nbest(found_batches) -> None:
         done += len(found)
 
 
-def _open_translator(decoding: dict, *, min_beam: int = 1) -> Translator:
-    """The Translator that the decoding options of `tfm eval` and `tfm translate` ask for."""
-    from tfm.commands.engines import open_translator
+def _decode_request(ctx: typer.Context) -> DecodeRequest:
+    """The one way a command's options become a `DecodeRequest`: by name, those it has."""
     from tfm.prediction.settings import DecodeRequest
 
-    request = DecodeRequest(**{**decoding, "ensemble": decoding["ensemble"] or (),
-                               "rerank_with": decoding["rerank_with"] or ()})  # fmt: skip
-    return open_translator(request, min_beam=min_beam)
+    return DecodeRequest.from_options(ctx.params)
 
 
 def _ask(prompt: str) -> str:
@@ -324,6 +315,7 @@ def _write_lines(lines: list[str]) -> None:
 @app.command("rerank-sweep")
 @_command
 def rerank_sweep(
+    ctx: typer.Context,
     rerank_with: RerankWithOption = None,
     run: RunOption = None,
     ensemble: EnsembleOption = None,
@@ -347,19 +339,15 @@ def rerank_sweep(
     scores."""
     from tfm.commands.rerank_sweep import DEFAULT_WEIGHTS, format_sweep
     from tfm.commands.rerank_sweep import rerank_sweep as sweep
-    from tfm.prediction.settings import DecodeRequest
 
-    request = DecodeRequest(
-        run=run, checkpoint=checkpoint, device=device, beam_size=beam_size,
-        length_penalty=length_penalty, ensemble=ensemble or (), rerank_with=rerank_with or (),
-        threads=threads,
-    )  # fmt: skip
+    request = _decode_request(ctx)
     typer.echo(format_sweep(sweep(request, weights or DEFAULT_WEIGHTS, choose_by=choose_by)))
 
 
 @app.command()
 @_command
 def serve(
+    ctx: typer.Context,
     run: RunOption = None,
     host: Annotated[
         str,
@@ -374,8 +362,13 @@ def serve(
         bool, typer.Option("--no-auth", help="Serve another --host without a key.")
     ] = False,
     device: DeviceOption = None,
+    strategy: StrategyOption = None,
     beam_size: BeamOption = None,
     length_penalty: LengthPenaltyOption = None,
+    temperature: TemperatureOption = None,
+    top_k: TopKOption = None,
+    top_p: TopPOption = None,
+    seed: SeedOption = None,
     threads: ThreadsOption = None,
     max_sentences: Annotated[int, typer.Option(min=1, help="Sentences a request.")] = 64,
     max_chars: Annotated[int, typer.Option(min=1, help="Characters a sentence.")] = 1000,
@@ -391,13 +384,11 @@ def serve(
 ) -> None:
     """Serve a run or export over HTTP: the page at /, POST /translate and /attention, GET /info
     and /health. Prints the address on stdout once it listens; Ctrl-C or SIGTERM stop it."""
-    from tfm.prediction.settings import DecodeRequest
     from tfm.serve.request_limits import ServeLimits
     from tfm.serve.server import ServeOptions
     from tfm.serve.server import serve as serve_run
 
-    request = DecodeRequest(run=run, device=device, beam_size=beam_size,
-                            length_penalty=length_penalty, threads=threads)  # fmt: skip
+    request = _decode_request(ctx)
     limits = ServeLimits(max_sentences=max_sentences, max_chars=max_chars, max_queue=max_queue,
                          timeout_s=timeout, batch_wait_ms=batch_wait_ms)  # fmt: skip
     options = ServeOptions(host=host, port=port, api_key_file=api_key_file, no_auth=no_auth,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tfm.limits import MAX_BEAM_SIZE, MAX_THREADS
+from tfm.limits import MAX_THREADS
 
 RunOption = Annotated[
     Path | None,
@@ -21,22 +21,59 @@ CheckpointOption = Annotated[
         "(checkpoints/step-N.pt, also relative to the run) or last.pt.",
     ),
 ]
+# The decoding strategy and its settings: each checked by the config schema's `decoding`
+# section (the one place their ranges are written), defaults from the run's config.
+DECODING = "Decoding (default: the run's config)"
+StrategyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--strategy",
+        help="How tokens are chosen: greedy, beam or sampling. Without it, a setting of one "
+        "strategy below chooses that strategy.",
+        rich_help_panel=DECODING,
+    ),
+]
 BeamOption = Annotated[
     int | None,
-    typer.Option(
-        "--beam-size",
-        min=1,
-        max=MAX_BEAM_SIZE,
-        help="Beam search width; 1 is greedy (default: config).",
-    ),
+    typer.Option("--beam-size", help="beam: prefixes kept at each step.", rich_help_panel=DECODING),
 ]
 LengthPenaltyOption = Annotated[
     float | None,
     typer.Option(
         "--length-penalty",
-        min=0.0,
-        help="GNMT length penalty alpha for beam search; higher favours longer output "
-        "(default: config).",
+        help="beam: GNMT length penalty alpha; higher favours longer output.",
+        rich_help_panel=DECODING,
+    ),
+]
+TemperatureOption = Annotated[
+    float | None,
+    typer.Option(
+        "--temperature",
+        help="sampling: below 1 sharper (towards greedy), above 1 flatter.",
+        rich_help_panel=DECODING,
+    ),
+]
+TopKOption = Annotated[
+    int | None,
+    typer.Option(
+        "--top-k", help="sampling: from the k most likely tokens; 0: all.", rich_help_panel=DECODING
+    ),
+]
+TopPOption = Annotated[
+    float | None,
+    typer.Option(
+        "--top-p",
+        help="sampling: from the fewest most likely tokens whose probability adds up to p.",
+        rich_help_panel=DECODING,
+    ),
+]
+SeedOption = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        help="sampling: the same seed draws the same samples for the same input (not with an "
+        "export).",
+        rich_help_panel=DECODING,
     ),
 ]
 EnsembleOption = Annotated[

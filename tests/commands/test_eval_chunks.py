@@ -11,7 +11,7 @@ from tfm.cli import app
 from tfm.commands import decode
 from tfm.commands import input as input_lines
 from tfm.data import pipeline
-from tfm.prediction import opening
+from tfm.prediction import torch_translator
 
 SENTENCES = [
     ("i see the dog", "Ich sehe den Hund"),
@@ -63,7 +63,7 @@ def test_over_long_lines_are_named_by_their_line_in_the_whole_file(
 def test_a_chunk_is_encoded_after_the_previous_one_is_decoded(trained_run, tmp_path, monkeypatch):
     monkeypatch.setattr(input_lines, "EVAL_LINES", 2)
     events = []
-    encode, translate = pipeline.encode_split, opening.translate_ids
+    encode, search = pipeline.encode_split, torch_translator.search_ids
 
     def encoding(name, src_text, *args, **kwargs):
         events.append(("encode", len(src_text)))
@@ -71,10 +71,10 @@ def test_a_chunk_is_encoded_after_the_previous_one_is_decoded(trained_run, tmp_p
 
     def decoding(model, sources, *args, **kwargs):
         events.append(("decode", len(sources)))
-        return translate(model, sources, *args, **kwargs)
+        return search(model, sources, *args, **kwargs)
 
     monkeypatch.setattr(decode, "encode_split", encoding)
-    monkeypatch.setattr(opening, "translate_ids", decoding)
+    monkeypatch.setattr(torch_translator, "search_ids", decoding)
     evaluate(trained_run, tmp_path, SENTENCES)
     assert events == [("encode", 2), ("decode", 2), ("encode", 2), ("decode", 2),
                       ("encode", 1), ("decode", 1)]  # fmt: skip

@@ -39,7 +39,7 @@ def toy_run(tmp_path_factory):
         "train.warmup_steps=30",
         "train.log_every=100",
         "decoding.max_len_b=10",
-        "decoding.beam_size=1",  # what the tests compare is greedy unless they ask
+        "decoding.strategy=greedy",  # what the tests compare is greedy unless they ask
     ]
     train(load_config(None, sets), progress_bar=False)
     return run

@@ -64,7 +64,7 @@ def test_an_export_does_not_decode_in_an_ensemble(toy_run, exported):
 
 def test_an_export_where_a_run_is_needed_is_named_as_such(toy_run, exported):
     """An export as an ensemble member, a reranker, `tfm attention`'s run, or given a
-    --checkpoint: one line that says an export cannot be used there."""
+    --checkpoint: one line that says an export cannot be used there, or has nothing to show."""
     cannot = f"{exported}: a CTranslate2 export cannot be used here; give the tfm run directory"
     for option in ("--ensemble", "--rerank-with"):
         args = ["translate", "--run", str(toy_run), option, str(exported), "a dog"]
@@ -74,7 +74,10 @@ def test_an_export_where_a_run_is_needed_is_named_as_such(toy_run, exported):
         assert last_line == f"tfm: error: {option} {cannot} it was exported from"
     result = runner.invoke(app, ["attention", "--run", str(exported), "a dog"])
     assert result.exit_code == 2, result.output
-    assert result.stderr.splitlines()[-1] == f"tfm: error: --run {cannot} it was exported from"
+    assert result.stderr.splitlines()[-1] == (
+        f"tfm: error: --run {exported}: a CTranslate2 export has no attention weights to show; "
+        "give the tfm run directory it was exported from"
+    )
     result = runner.invoke(app, ["translate", "--run", str(exported), "--checkpoint", "x.pt", "a"])
     assert result.exit_code == 2, result.output
     assert "--checkpoint needs a tfm run directory" in result.stderr

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import decode_settings
 
 import tfm
 from tfm.commands.engines import open_translator
 from tfm.config import load_config
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.prediction.translate import translate_ids, translate_nbest_ids
+from tfm.prediction.translate import search_ids, translate_ids
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import find_run
 from tfm.training import train
@@ -29,10 +30,9 @@ from tfm.deploy import translate_nbest_ids as ct2_nbest_ids  # noqa: E402
 CPU = torch.device("cpu")
 
 
-def settings_of(toy_model, beam_size: int) -> DecodeSettings:
-    return DecodeSettings.from_config(
-        toy_model.config.decoding, CPU, torch.float32, beam_size=beam_size
-    )
+def settings_of(toy_model, **asked) -> DecodeSettings:
+    """The run's decode settings with the strategy `asked` for (default: its config's, greedy)."""
+    return DecodeSettings.from_config(toy_model.config.decoding, CPU, torch.float32, asked=asked)
 
 
 def first_divergence_gap(model, source: list[int], ours: list[int], theirs: list[int]) -> float:
@@ -55,9 +55,9 @@ def token_log_probs(model, source: list[int], target_in: list[int]) -> torch.Ten
 
 def test_greedy_gives_tfms_token_ids_on_held_out_sentences(toy_model, held_out, exported):
     _, sources = held_out
-    ours = translate_ids(toy_model.model, sources, settings_of(toy_model, 1))
+    ours = translate_ids(toy_model.model, sources, settings_of(toy_model))
     model = open_export(exported)
-    found = ct2_nbest_ids(model, sources, settings_of(toy_model, 1), with_scores=False)
+    found = ct2_nbest_ids(model, sources, settings_of(toy_model), with_scores=False)
     theirs = [hypotheses[0][0] for hypotheses in found]
     assert len({tuple(ids) for ids in ours}) > 150  # real, varied sentences
     assert sum(map(len, ours)) / len(ours) > 6
@@ -72,10 +72,8 @@ def test_beam_search_gives_tfms_best_hypotheses_and_scores(toy_model, held_out, 
     """Beam 5 with GNMT's penalty, and without one (alpha 0: CTranslate2 runs with a tiny
     penalty of its own, since with none it changes its stopping rule)."""
     _, sources = held_out
-    settings = DecodeSettings.from_config(
-        toy_model.config.decoding, CPU, torch.float32, beam_size=5, length_penalty=alpha
-    )
-    ours = translate_nbest_ids(toy_model.model, sources, settings, 1)
+    settings = settings_of(toy_model, beam_size=5, length_penalty=alpha)
+    ours = search_ids(toy_model.model, sources, settings)
     model = open_export(exported)
     theirs = ct2_nbest_ids(model, sources, settings)
     same = [i for i in range(len(sources)) if ours[i][0].tokens == theirs[i][0][0]]
@@ -88,19 +86,19 @@ def test_texts_and_n_best_lists_are_tfms(toy_run, held_out, exported):
     """Both engines opened by `open_translator` give the same lines and n-best lists."""
     english, _ = held_out
     lines = [*english[:12], "  ", english[12]]
-    ours = open_translator(DecodeRequest(run=toy_run, device="cpu", beam_size=1))
-    theirs = open_translator(DecodeRequest(run=exported, device="cpu", beam_size=1))
+    ours = open_translator(DecodeRequest(run=toy_run, device="cpu"))
+    theirs = open_translator(DecodeRequest(run=exported, device="cpu"))
     assert (ours.engine, theirs.engine) == ("torch", "ctranslate2")
     assert theirs.step == ours.step == 400 and theirs.config == ours.config
-    for min_beam in (1, 3):  # one rule for the beam, whichever the engine
-        opened = [open_translator(DecodeRequest(run=run, device="cpu"), min_beam=min_beam)
+    for n_best in (1, 7):  # one rule for the strategy, whichever the engine
+        opened = [open_translator(DecodeRequest(run=run, device="cpu", n_best=n_best))
                   for run in (toy_run, exported)]  # fmt: skip
-        assert [t.settings.beam_size for t in opened] == [min_beam, min_beam]
+        assert opened[0].settings == replace(opened[1].settings, dtype="float32")
     assert theirs.translate(lines) == ours.translate(lines)
     assert ours.translate(lines)[12] == "" and ours.translate(lines)[0] != ""
-    wider = replace(ours.settings, beam_size=4)
-    expected = ours.nbest(lines, 3, settings=wider)
-    found = theirs.nbest(lines, 3, settings=replace(theirs.settings, beam_size=4))
+    asked = {"beam_size": 4}
+    expected = ours.nbest(lines, 3, settings=ours.settings.asking(ours.config.decoding, asked))
+    found = theirs.nbest(lines, 3, settings=theirs.settings.asking(ours.config.decoding, asked))
     assert found[12] == [("", 0.0)]
     for theirs_, ours_ in zip(found, expected, strict=True):
         assert [text for text, _ in theirs_] == [text for text, _ in ours_]
@@ -144,8 +142,9 @@ def test_every_token_log_probability_is_tfms(options, tmp_path):
         assert result.log_probs == pytest.approx(expected.tolist(), abs=1e-5)
     long_source = [trained.tokenizer.encode_src([english[2]])[0] + [EOS_ID]]
     assert len(long_source[0]) > 64
-    ours = translate_ids(trained.model, long_source, DecodeSettings(max_len_a=2.0))
-    theirs = ct2_nbest_ids(model, long_source, DecodeSettings(max_len_a=2.0))
+    settings = decode_settings({"max_len_a": 2.0})
+    ours = translate_ids(trained.model, long_source, settings)
+    theirs = ct2_nbest_ids(model, long_source, settings)
     assert theirs[0][0][0] == ours[0] and len(ours[0]) > 0
 
 

@@ -2,10 +2,10 @@
 and likelihood tests)."""
 
 import torch
+from tiny_models import decode_settings
 
 from tfm.data.tokenizer import train_tokenizer
 from tfm.prediction.reranking import Reranker
-from tfm.prediction.settings import DecodeSettings
 from tfm.transformer import ModelArgs, build_model
 
 EN = ["the dog sees the cat", "a man rides a red bike", "two girls play in the snow"]
@@ -21,4 +21,4 @@ def reverse_reranker() -> Reranker:
     model = build_model(ModelArgs(src_vocab_size=V, tgt_vocab_size=V, d_model=16, n_heads=2,
                                   n_encoder_layers=1, n_decoder_layers=1, d_ff=32, dropout=0.0,
                                   share_embeddings=True))  # fmt: skip
-    return Reranker(model.eval(), tokenizer, DecodeSettings(max_tokens=40), weight=0.5)
+    return Reranker(model.eval(), tokenizer, decode_settings({"max_tokens": 40}), weight=0.5)

@@ -5,9 +5,9 @@ decoder's are causal. A tiny untrained model; no training."""
 import pytest
 import torch
 import torch.nn.functional as F
-from attention_model import MODEL_ARGS, SENTENCE
+from attention_model import MODEL_ARGS, attention_of
+from tiny_models import search_options
 
-from tfm.prediction.attention_weights import sentence_attention
 from tfm.transformer import MultiHeadAttention, greedy_decode
 
 
@@ -37,7 +37,7 @@ def fast_path_attention_outputs(model, src, tgt):
 
 @pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
 def test_plotted_weights_reproduce_the_fast_paths_attention_output(model, tokenizer, kind):
-    view = sentence_attention(model, tokenizer, SENTENCE, kind=kind)
+    view = attention_of(model, tokenizer, kind)
     src, tgt = torch.tensor([view.src_ids]), torch.tensor([view.tgt_ids])
     seen, memory = fast_path_attention_outputs(model, src, tgt)
     module = {"encoder": "encoder.layers.{}.self_attention",
@@ -57,15 +57,16 @@ def test_plotted_weights_reproduce_the_fast_paths_attention_output(model, tokeni
 
 
 def test_cross_attention_equals_the_cached_decoders(model, tokenizer):
-    view = sentence_attention(model, tokenizer, SENTENCE, kind="cross")
-    result = greedy_decode(model, torch.tensor([view.src_ids]), return_attention=True)
+    view = attention_of(model, tokenizer, "cross")
+    options = search_options(1.5, 10)  # the output limit of the schema's defaults
+    result = greedy_decode(model, torch.tensor([view.src_ids]), **options, return_attention=True)
     cached = result.cross_attention[0]  # (L, H, T_out, S)
     torch.testing.assert_close(view.weights[:, :, : cached.size(2)], cached, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
 def test_rows_sum_to_one_and_axes_match_the_tokens(model, tokenizer, kind):
-    view = sentence_attention(model, tokenizer, SENTENCE, kind=kind)
+    view = attention_of(model, tokenizer, kind)
     L, H, Tq, Tk = view.weights.shape
     assert (L, H) == (2, 4)
     assert (Tq, Tk) == (len(view.query_tokens), len(view.key_tokens))
@@ -78,7 +79,7 @@ def test_rows_sum_to_one_and_axes_match_the_tokens(model, tokenizer, kind):
 
 
 def test_decoder_self_attention_is_zero_above_the_diagonal(model, tokenizer):
-    weights = sentence_attention(model, tokenizer, SENTENCE, kind="decoder").weights
+    weights = attention_of(model, tokenizer, "decoder").weights
     T = weights.size(-1)
     above = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
     assert T > 2 and bool((weights[..., above] == 0).all())

@@ -4,11 +4,11 @@ the pair alone, and over-long pairs scored as cut to fit the positional table.""
 import pytest
 import torch
 from reverse_model import DE, EN, reverse_reranker
+from tiny_models import decode_settings
 
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.prediction.likelihood import sequence_log_probs, teacher_forced_loss
-from tfm.prediction.settings import DecodeSettings
 from tfm.transformer import ModelArgs, build_model
 
 
@@ -36,7 +36,7 @@ def test_pairs_longer_than_the_positional_table_are_scored_as_cut_to_fit_it():
     model = build_model(ModelArgs(src_vocab_size=20, tgt_vocab_size=20, d_model=8, n_heads=2,
                                   n_encoder_layers=1, n_decoder_layers=1, d_ff=16, dropout=0.0,
                                   max_len=6)).eval()  # fmt: skip
-    settings = DecodeSettings(max_tokens=40)
+    settings = decode_settings({"max_tokens": 40})
     long_src, long_tgt = [5, 6, 7, 8, 9, 10, 11, EOS_ID], [BOS_ID, *range(5, 14), EOS_ID]
     cut_src, cut_tgt = [5, 6, 7, 8, 9, EOS_ID], [BOS_ID, 5, 6, 7, 8, 9, EOS_ID]  # 6 positions
     short = ([5, EOS_ID], [BOS_ID, 7, 8, EOS_ID])

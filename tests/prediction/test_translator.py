@@ -1,18 +1,17 @@
-"""The Translator: settings resolved once and replaceable per call, one rule for the beam size,
-n-best lists of distinct texts, and `--checkpoint` for when best.pt is bad."""
-
-from dataclasses import replace
+"""The Translator: settings resolved once and asked for per call, n-best lists of distinct texts,
+seeded samples that repeat, and `--checkpoint` for when best.pt is bad."""
 
 import matplotlib.image
 import pytest
+from tiny_models import decode_settings
 from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.commands.engines import open_translator
-from tfm.config import DecodingConfig
 from tfm.errors import UsageError
-from tfm.prediction.line_search import LineTranslator
-from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.settings import DecodeRequest
+from tfm.prediction.strategies import BeamSearch, GreedySearch, Sampling
+from tfm.prediction.translator import Translator
 
 SENTENCES = ["i see the dog", "the big dog sees the small cat", "we hope that he sleeps"]
 PIECES = {1: "a", 2: "b", 3: "ab", 4: "c", 5: "d"}
@@ -28,22 +27,19 @@ class Pieces:
         return ["".join(PIECES[i] for i in seq) for seq in ids]
 
 
-class FixedBeam(LineTranslator):
+class FixedBeam(Translator):
     """An engine whose beam is always the same four hypotheses, two of them the same text."""
 
     engine = "fixed"
 
     def __init__(self, beam_size: int) -> None:
         self.tokenizer = Pieces()  # type: ignore[assignment]
-        self.settings = DecodeSettings(beam_size=beam_size)
+        self.settings = decode_settings(beam_size=beam_size)
         self.step = None
 
-    def search_best(self, sources, settings, numbers):
-        return [[1, 2] for _ in sources]
-
-    def search_beam(self, sources, settings, numbers):
+    def search(self, sources, settings, numbers, *, n_best, scored):
         beam = [([1, 2], -0.1), ([3], -0.2), ([4], -0.3), ([5], -0.4)]
-        return [beam[: settings.beam_size] for _ in sources]
+        return [beam[: settings.strategy.hypotheses(n_best)] for _ in sources]
 
 
 def test_n_best_lists_distinct_texts_filled_from_the_rest_of_the_beam():
@@ -51,37 +47,42 @@ def test_n_best_lists_distinct_texts_filled_from_the_rest_of_the_beam():
     found = translator.nbest(["x", " ", "y"], 3)
     assert found[0] == found[2] == [("ab", -0.1), ("c", -0.3), ("d", -0.4)]
     assert found[1] == [("", 0.0)]  # a blank line: one empty translation, certain
-    narrow = replace(translator.settings, beam_size=2)  # the whole beam holds one text
+    narrow = decode_settings(beam_size=2)  # the whole beam holds one text
     assert translator.nbest(["x"], 2, settings=narrow) == [[("ab", -0.1)]]
-    with pytest.raises(UsageError, match="n_best=3 needs a beam of 3 or more, not 2"):
+    with pytest.raises(UsageError, match="--n-best 3 needs --beam-size 3 or more, not 2"):
         translator.nbest(["x"], 3, settings=narrow)
+    assert translator.translate(["x", "", "y"]) == ["ab", "", "ab"]
 
 
-def test_the_beam_is_the_requested_one_else_the_configs_but_at_least_min_beam():
-    config = DecodingConfig(beam_size=4, length_penalty=0.3)
-
-    def resolved(**given) -> tuple[int, float]:
-        settings = DecodeSettings.from_config(config, "cpu", "float32", **given)
-        return settings.beam_size, settings.length_penalty
-
-    assert resolved() == (4, 0.3)
-    assert resolved(min_beam=6) == (6, 0.3)
-    assert resolved(min_beam=2) == (4, 0.3)
-    assert resolved(beam_size=2, min_beam=6, length_penalty=1.0) == (2, 1.0)
-
-
-def test_opened_settings_and_settings_replaced_per_call(trained_run):
+def test_opened_settings_and_settings_asked_per_call(trained_run):
     own = open_translator(DecodeRequest(run=trained_run, device="cpu"))
-    assert (own.engine, own.settings.beam_size, own.settings.length_penalty) == ("torch", 1, 0.6)
+    assert (own.engine, own.settings.strategy) == ("torch", GreedySearch())
     assert own.step == 200 and own.config.decoding.max_len_b == 5
-    assert open_translator(DecodeRequest(run=trained_run), min_beam=3).settings.beam_size == 3
-    wide = open_translator(DecodeRequest(run=trained_run, beam_size=4, length_penalty=1.5))
-    per_call = replace(own.settings, beam_size=4, length_penalty=1.5)
+    three = open_translator(DecodeRequest(run=trained_run, n_best=3)).settings.strategy
+    assert three == BeamSearch(beam_size=5, length_penalty=0.6)  # the config's beam holds 3
+    asked = {"beam_size": 4, "length_penalty": 1.5}
+    wide = open_translator(DecodeRequest(run=trained_run, search=asked))
+    per_call = own.settings.asking(own.config.decoding, asked)
+    assert per_call == wide.settings
     assert own.translate(SENTENCES, settings=per_call) == wide.translate(SENTENCES)
     assert own.nbest(SENTENCES, 3, settings=per_call) == wide.nbest(SENTENCES, 3)
-    with pytest.raises(UsageError):
-        own.nbest(SENTENCES, 3)  # its own beam is 1: the settings were not changed
+    with pytest.raises(UsageError, match="greedy search finds one translation"):
+        own.nbest(SENTENCES, 3)  # its own search is greedy: the settings were not changed
     assert [len(found) for found in wide.nbest(SENTENCES, 4)] == [4, 4, 4]
+
+
+def test_a_seeded_sampling_translator_repeats_itself_and_its_samples_are_lists(trained_run):
+    request = DecodeRequest(run=trained_run, search={"temperature": 1.5, "seed": 11})
+    translator = open_translator(request)
+    assert translator.settings.strategy == Sampling(temperature=1.5, top_k=0, top_p=1.0, seed=11)
+    first = translator.nbest(SENTENCES, 4)
+    assert translator.nbest(SENTENCES, 4) == first
+    assert translator.translate(SENTENCES) == translator.translate(SENTENCES)
+    assert max(len(found) for found in first) > 1  # samples differ
+    other = translator.settings.asking(translator.config.decoding, {"seed": 12})
+    assert translator.nbest(SENTENCES, 4, settings=other) != first
+    unseeded = translator.settings.asking(translator.config.decoding, {"seed": None})
+    assert unseeded.strategy.seed == 11  # None is not asked: the translator's seed stays
 
 
 def invoke(*args) -> tuple[int, str, str]:

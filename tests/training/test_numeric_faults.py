@@ -46,13 +46,13 @@ def test_too_many_in_a_row_stop_with_step_lr_and_remedies(tmp_path, monkeypatch)
 
 
 def test_nan_validation_score_is_never_best(tmp_path, monkeypatch):
-    real = validation.evaluate_split
+    real = validation.evaluate_chunks
 
     def nan_bleu(*args, **kwargs):
         scores, hyps = real(*args, **kwargs)
         return {**scores, "bleu": float("nan")}, hyps
 
-    monkeypatch.setattr(validation, "evaluate_split", nan_bleu)
+    monkeypatch.setattr(validation, "evaluate_chunks", nan_bleu)
     result = train(tiny_config(tmp_path / "run", max_steps=2, validate_every=1), progress_bar=False)
     assert result.best_score is None
     assert not (tmp_path / "run" / "best.pt").exists()

@@ -6,19 +6,19 @@ import xml.etree.ElementTree as ET
 import matplotlib.image
 import pytest
 import torch
-from attention_model import MODEL_ARGS, SENTENCE, vocab_sizes
+from attention_model import MODEL_ARGS, SENTENCE, attention_of, vocab_sizes
 from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.config import load_config, to_yaml
 from tfm.errors import UsageError
-from tfm.prediction.attention_weights import sentence_attention
 from tfm.rundir.model_file import save_model
 from tfm.visual import curves, positional
 from tfm.visual.attention_map import attention_layout
 from tfm.visual.figure import DPI
 
 DECODING = {"max_len_a": 0.5, "max_len_b": 2}  # short translations: few labels to draw
+PLANNED = {"strategy": "greedy"}  # a run's config has its decoding strategy
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def run_dir(tmp_path_factory, tokenizer, model):
     tokenizer.save(root)
     save_model(root / "best.pt", model, {**vocab_sizes(tokenizer), **MODEL_ARGS}, step=0,
                tokenizer_fingerprint=tokenizer.fingerprint())  # fmt: skip
-    sets = [f"decoding.{key}={value}" for key, value in DECODING.items()]
+    sets = [f"decoding.{key}={value}" for key, value in {**DECODING, **PLANNED}.items()]
     (root / "config.yaml").write_text(to_yaml(load_config(None, sets)), encoding="utf-8")
     lines = [f'{{"step": {s}, "train_loss": {5 - s / 100}, "lr": {s * 1e-5}}}' for s in (50, 100)]
     lines.append('{"step": 100, "val_loss": 4.5, "val_bleu": 1.5, "val_chrf": 10.0}')
@@ -46,7 +46,7 @@ def png_size(path) -> tuple[int, int]:
 
 
 def test_layout_grid_and_layer_head_choice(model, tokenizer):
-    view = sentence_attention(model, tokenizer, SENTENCE, kind="cross")
+    view = attention_of(model, tokenizer, "cross")
     everything = attention_layout(view)
     assert (everything.rows, everything.cols, len(everything.panels)) == (2, 4, 8)
     one_layer = attention_layout(view, layer=2)
@@ -64,7 +64,7 @@ def test_attention_command_writes_a_png_of_the_grid_size(model, tokenizer, run_d
     result = invoke("attention", SENTENCE, "--run", run_dir, "--out", out)
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(out)
-    view = sentence_attention(model, tokenizer, SENTENCE, kind="cross", **DECODING)
+    view = attention_of(model, tokenizer, "cross", DECODING)
     layout = attention_layout(view)
     assert png_size(out) == (round(layout.width_in * DPI), round(layout.height_in * DPI))
 

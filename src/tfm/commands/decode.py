@@ -54,9 +54,8 @@ def evaluate_run(
         output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     found = translator.describe()
     header = {"run": found.pop("run", None), "split": name, **found}
-    settings = translator.settings
-    options = {"beam_size": settings.beam_size, "length_penalty": settings.length_penalty}
-    return json_safe({**header, **options, **scores}), hypotheses  # NaN/inf scores as None
+    strategy = translator.settings.strategy.describe()  # its name and settings
+    return json_safe({**header, **strategy, **scores}), hypotheses  # NaN/inf scores as None
 
 
 def _aligned_files(translator: Translator, src: Path, ref: Path) -> Iterator[EncodedSplit]:
@@ -69,12 +68,6 @@ def _aligned_files(translator: Translator, src: Path, ref: Path) -> Iterator[Enc
     tokenizer = translator.tokenizer
     chunks = line_chunks(len(src_text), input_lines.EVAL_LINES)
     return (encode_split("files", src_text[c], ref_text[c], report, tokenizer) for c in chunks)
-
-
-def check_n_best(n_best: int, beam_size: int | None) -> None:
-    """`--n-best` against `--beam-size`, checked before a model is loaded."""
-    if beam_size is not None and beam_size < n_best:
-        raise UsageError(f"--n-best {n_best} needs --beam-size {n_best} or more, not {beam_size}")
 
 
 def translate_batches(

@@ -8,14 +8,14 @@ from tfm.prediction.translator import Translator
 from tfm.rundir.paths import is_export
 
 
-def open_translator(request: DecodeRequest, *, min_beam: int = 1) -> Translator:
+def open_translator(request: DecodeRequest) -> Translator:
     """The run or export of `request`, opened once on its device, with its decode settings: the
-    requested beam size, else the config's but at least `min_beam` (and at least 5 to rerank);
-    the requested length penalty, else the config's."""
+    requested strategy and settings over the config's, able to give `request.n_best`
+    hypotheses (`tfm.prediction.strategies.strategy_for`)."""
     if request.run is not None and is_export(request.run):  # the one branch on the engine
         from tfm.deploy.ct2_translator import open_exported  # CTranslate2, without torch
 
-        return open_exported(request, min_beam=min_beam)
+        return open_exported(request)
     from tfm.prediction.opening import open_torch
 
-    return open_torch(request, min_beam=min_beam)
+    return open_torch(request)

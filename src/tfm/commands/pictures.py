@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
+from tfm.commands.engines import open_translator
 from tfm.config import load_config
 from tfm.errors import UsageError
-from tfm.prediction.attention_weights import check_kind, sentence_attention
-from tfm.prediction.opening import load_run
+from tfm.prediction.attention_weights import check_kind
+from tfm.prediction.settings import DecodeRequest
 from tfm.rundir.manifest import check_manifest
 from tfm.rundir.metrics import read_metrics
 from tfm.rundir.paths import RunPaths, find_run
@@ -35,16 +34,8 @@ def plot_attention(
     its `kind` attention for `layer` and `head` (1-based; None: all) to `out` (default:
     attention-KIND.png)."""
     out = check_output_path(out or Path(f"attention-{check_kind(kind)}.png"))
-    trained = load_run(run, torch.device("cpu"), checkpoint=checkpoint)
-    decoding = trained.config.decoding
-    view = sentence_attention(
-        trained.model,
-        trained.tokenizer,
-        sentence,
-        kind=kind,
-        max_len_a=decoding.max_len_a,
-        max_len_b=decoding.max_len_b,
-    )
+    translator = open_translator(DecodeRequest(run=run, checkpoint=checkpoint, device="cpu"))
+    view = translator.attention_views(sentence)[kind]
     return draw_attention(view, out, layer=layer, head=head)
 
 

@@ -1,12 +1,12 @@
 """`tfm rerank-sweep`: choose the reranking weight W on the validation split, then score the test
 split with it.
 
-Each split's beam is decoded once by the forward run (or ensemble) and every hypothesis scored
-once by the reverse run(s) (`Reranker.channel_of`); each weight then only re-sorts
-(`Reranker.combine`). So a sweep costs one decode and one teacher-forced pass per split, however
-many weights it tries, and each of its rows is what `tfm eval --split S --beam-size B
---rerank-with ... --rerank-weight W` reports. The test scores are shown for every weight, to show
-the curve's shape; only the validation scores choose.
+Each split's beam is decoded once by the forward run (or ensemble), through its `Translator`,
+and every hypothesis scored once by the reverse run(s) (`Reranker.channel_of`); each weight then
+only re-sorts (`Reranker.combine`). So a sweep costs one decode and one teacher-forced pass per
+split, however many weights it tries, and each of its rows is what `tfm eval --split S
+--beam-size B --rerank-with ... --rerank-weight W` reports. The test scores are shown for every
+weight, to show the curve's shape; only the validation scores choose.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tfm.commands.engines import open_translator
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
-from tfm.prediction.opening import TorchTranslator, open_torch
+from tfm.prediction.opening import for_reranking, open_reranker
 from tfm.prediction.reranking import Reranker
 from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeRequest
-from tfm.prediction.translate import split_nbest
+from tfm.prediction.translator import Translator
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,12 @@ def rerank_sweep(
         raise UsageError(f"--weight: expected one or more weights >= 0, got {list(weights)}")
     if choose_by not in CHOOSE_BY:
         raise UsageError(f"--choose-by {choose_by!r}: expected {' or '.join(CHOOSE_BY)}")
-    translator = open_torch(dataclasses.replace(request, rerank_weight=None))
-    assert translator.reranker is not None  # rerank_with is given
-    table = _sweep(translator.reranker, _decode_and_score(translator), weights)
+    forward = dataclasses.replace(for_reranking(request), rerank_with=(), rerank_weight=None)
+    translator = open_translator(forward)
+    reranker = open_reranker(translator.config, translator.tokenizer, request.rerank_with, 1.0,
+                             translator.settings.torch_device())  # fmt: skip
+    assert reranker is not None  # rerank_with is given
+    table = _sweep(reranker, _decode_and_score(translator, reranker), weights)
     return Sweep(table, choose_by, choose(table, choose_by))
 
 
@@ -89,19 +93,19 @@ def format_sweep(sweep: Sweep) -> str:
     return "\n".join(lines)
 
 
-def _decode_and_score(translator: TorchTranslator) -> Beams:
-    """Each of SPLITS decoded once by the forward run(s) and its hypotheses scored once by the
-    reverse run(s): {split: (n-best lists, their channel scores, references)}."""
+def _decode_and_score(translator: Translator, reranker: Reranker) -> Beams:
+    """Each of SPLITS decoded once by the forward run(s) (the distinct texts of the whole beam)
+    and its hypotheses scored once by the reverse run(s): {split: (n-best lists, their channel
+    scores, references)}."""
     config, tokenizer = translator.config, translator.tokenizer
     splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=tokenizer)
-    assert translator.reranker is not None
+    beam_size = translator.settings.strategy.hypotheses(1)  # the whole beam
     beams = {}
     for name in SPLITS:
         split = splits[name]
-        nbest = split_nbest(translator.model, tokenizer, split, translator.settings)
-        channel = translator.reranker.channel_of(split.src_text, nbest)
+        nbest = translator.nbest(split.src_text, beam_size)
+        channel = reranker.channel_of(split.src_text, nbest)
         beams[name] = (nbest, channel, split.tgt_text)
-        beam_size = translator.settings.beam_size
         log.info("%s: %d beams of %d decoded and scored", name, len(nbest), beam_size)
     return beams
 

@@ -43,7 +43,7 @@ RECIPE_KEYS = {
         "decay_steps", "label_smoothing", "validate_every", "patience", "checkpoint_every",
         "keep_last", "average_last", "early_stopping_metric",
     ),
-    "decoding": ("beam_size",),
+    "decoding": ("strategy", "beam_size"),
 }  # fmt: skip
 
 
@@ -428,24 +428,57 @@ class TrainConfig(StrictModel):
 
 
 class DecodingConfig(StrictModel):
-    """How `tfm eval`, `tfm translate` and validation decode."""
+    """How `tfm eval`, `tfm translate`, `tfm serve` and validation decode: a strategy, chosen by
+    name, with its settings; the output length limit; the batch size.
 
+    - `greedy`: the most likely token at each step.
+    - `beam`: §6.1's beam search, `beam_size` prefixes kept at each step, GNMT length penalty.
+    - `sampling`: each token drawn from the model's distribution (`temperature`, `top_k`,
+      `top_p`, `seed`): varied outputs, for back-translation and data augmentation.
+    """
+
+    strategy: Literal["greedy", "beam", "sampling"] | None = Field(
+        None, description="How tokens are chosen: greedy, beam or sampling."
+    )
+    beam_size: int | None = Field(
+        None, ge=1, le=MAX_BEAM_SIZE, description="beam: prefixes kept at each step."
+    )
+    length_penalty: float = Field(
+        0.6,
+        ge=0,
+        description="beam: GNMT length penalty α; higher favours longer output.",
+    )
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        description="sampling: the model's log-probabilities are divided by it; below 1 "
+        "sharper (towards greedy), above 1 flatter.",
+    )
+    top_k: int = Field(
+        0,
+        ge=0,
+        le=MAX_VOCAB_SIZE,
+        description="sampling: draw from the k most likely tokens only; 0: from all.",
+    )
+    top_p: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="sampling: draw from the fewest most likely tokens whose probability adds "
+        "up to p (nucleus sampling); 1: from all.",
+    )
+    seed: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_SEED,
+        description="sampling: the same seed draws the same samples for the same input; "
+        "null: new samples each time (a CTranslate2 export samples only so).",
+    )
     max_len_a: float = Field(
         1.5, ge=0, le=1000, description="Output limit a · source length + b tokens: the a."
     )
     max_len_b: int = Field(
         10, ge=1, le=MAX_POSITIONS, description="Output limit a · source length + b tokens: the b."
-    )
-    beam_size: int | None = Field(
-        None,
-        ge=1,
-        le=MAX_BEAM_SIZE,
-        description="Beam search width; 1: greedy decoding.",
-    )
-    length_penalty: float = Field(
-        0.6,
-        ge=0,
-        description="GNMT length penalty α for beam search; higher favours longer output.",
     )
     max_tokens: int = Field(
         8000, ge=16, le=MAX_BATCH_TOKENS, description="Source tokens per decoding batch."

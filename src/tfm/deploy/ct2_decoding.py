@@ -2,9 +2,15 @@
 
 Sources are encoded and outputs detokenised by the folder's tokenizer.json, exactly as
 `tfm translate` does; the decoding settings default to the folder's config.yaml (`decoding.*`),
-and map onto CTranslate2 as follows.
+and each strategy maps onto CTranslate2's options (`ct2_search`) as follows.
 
-- Greedy search is `beam_size` 1 in both: the same search.
+- Greedy search is CTranslate2's `beam_size` 1 with length penalty 0 (its score is then
+  log P(Y | X), as tfm's): the same search.
+- Sampling is CTranslate2's random sampling: `sampling_temperature`, `sampling_topk` and
+  `sampling_topp` reshape the distribution in tfm's order (temperature, the top k, then the top
+  p), a sample scores log P(Y | X) under the model, and an n-best list is that many samples.
+  Its random stream belongs to each worker thread, seeded when the translator starts: it cannot
+  repeat a call's samples, so a `seed` is refused.
 - Output limit: tfm allows floor(a * S + b) tokens, EOS included, clamped to [1, max_len], for
   each sentence, S its source length with EOS. CTranslate2 takes one `max_decoding_length` per
   call, so sentences are grouped by their limit and each group decoded with it (the groups run
@@ -33,7 +39,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +55,7 @@ from tfm.deploy.export import (
 )
 from tfm.errors import UsageError
 from tfm.prediction.settings import DecodeSettings
+from tfm.prediction.strategies import BeamSearch, GreedySearch, Sampling, Strategy
 
 log = logging.getLogger(__name__)
 
@@ -96,24 +103,22 @@ def translate_nbest_ids(
     *,
     with_scores: bool = True,
 ) -> list[list[tuple[list[int], float]]]:
-    """Decode framed sources (ids + EOS) as `tfm.prediction.translate.translate_nbest_ids`
-    does: per source its `n_best` hypotheses, best first, as (output ids without BOS and EOS,
-    tfm's score: log-probability / GNMT penalty). Without `with_scores`, greedy search skips
-    computing log-probabilities and every score is NaN."""
-    K = settings.beam_size
-    if K < 1 or not 1 <= n_best <= K:
-        raise ValueError(f"need beam_size >= 1 and 1 <= n_best <= beam_size, got {K=}, {n_best=}")
+    """Decode framed sources (ids + EOS) as `tfm.prediction.translate.search_ids` does: per
+    source the hypotheses `settings.strategy` finds when `n_best` are wanted, best first, as
+    (output ids without BOS and EOS, tfm's score). Without `with_scores`, a strategy that needs
+    no scores to rank skips computing them and every score is NaN. UsageError for a strategy
+    CTranslate2 cannot decode with."""
+    options, rescore = ct2_search(settings.strategy, n_best)
+    scored = with_scores or rescore is not None
     pieces, groups = _by_output_limit(model, sources, settings)
-    scored = with_scores or K > 1
-    beta = (settings.length_penalty or ZERO_PENALTY) if K > 1 else 0.0
+    rows = settings.strategy.hypotheses(n_best)
     pending = []
     for limit, indices in groups.items():
         results = model.translator.translate_batch(
             [pieces[i] for i in indices], asynchronous=True,
-            max_batch_size=max(settings.max_tokens // K, 1), batch_type="tokens",
-            beam_size=K, num_hypotheses=K, length_penalty=beta, return_scores=scored,
-            return_end_token=True, max_input_length=0, max_decoding_length=limit,
-            min_decoding_length=0,
+            max_batch_size=max(settings.max_tokens // rows, 1), batch_type="tokens",
+            return_scores=scored, return_end_token=True, max_input_length=0,
+            max_decoding_length=limit, min_decoding_length=0, **options,
         )  # fmt: skip
         pending.append((indices, results))
     outputs: list[list[tuple[list[int], float]]] = [[] for _ in sources]
@@ -123,11 +128,67 @@ def translate_nbest_ids(
             result = result.result()
             scores = result.scores if scored else [math.nan] * len(result.hypotheses)
             found = [
-                _hypothesis(tokens, score, token_id, beta, settings.length_penalty)
+                _hypothesis(tokens, score, token_id, rescore)
                 for tokens, score in zip(result.hypotheses, scores, strict=True)
             ]
-            outputs[i] = sorted(found, key=lambda h: h[1], reverse=True)[:n_best]
+            outputs[i] = sorted(found, key=lambda h: h[1], reverse=True)
     return outputs
+
+
+Rescore = Callable[[float, int], float]  # CTranslate2's score, |Y| -> tfm's score
+
+
+def ct2_search(strategy: Strategy, n_best: int) -> tuple[dict[str, Any], Rescore | None]:
+    """`translate_batch`'s options for `strategy` finding its hypotheses when `n_best` are
+    wanted, and the function that turns CTranslate2's scores into tfm's (None: they are tfm's,
+    log P(Y | X)). UsageError for a strategy, or a setting, CTranslate2 cannot decode with."""
+    mapping = _MAPPINGS.get(type(strategy))
+    if mapping is None:
+        raise UsageError(f"strategy {strategy.name}: a CTranslate2 export cannot decode with it; "
+                         "decode with the tfm run it was exported from")  # fmt: skip
+    return mapping(strategy, n_best)
+
+
+def _greedy(strategy: Strategy, n_best: int) -> tuple[dict[str, Any], Rescore | None]:
+    """The same search; a length penalty of 0 leaves CTranslate2's score log P(Y | X)."""
+    return {"beam_size": 1, "num_hypotheses": 1, "length_penalty": 0.0}, None
+
+
+def _beam(strategy: Strategy, n_best: int) -> tuple[dict[str, Any], Rescore | None]:
+    """The whole beam, re-ranked by GNMT's penalty (see the module's docstring)."""
+    assert isinstance(strategy, BeamSearch)
+    K, alpha = strategy.beam_size, strategy.length_penalty
+    beta = alpha or ZERO_PENALTY
+
+    def rescore(score: float, length: int) -> float:  # log P = score * |Y|^beta, over GNMT
+        return score * length**beta / ((5 + length) / 6) ** alpha  # GNMT (Wu et al., 2016)
+
+    return {"beam_size": K, "num_hypotheses": K, "length_penalty": beta}, rescore
+
+
+def _sampling(strategy: Strategy, n_best: int) -> tuple[dict[str, Any], Rescore | None]:
+    """CTranslate2's random sampling reshapes the distribution as tfm does (temperature, then the
+    top k, then the top p) and scores a sample log P(Y | X). Its random stream is per worker
+    thread, seeded when the translator starts: it cannot repeat a call's samples."""
+    assert isinstance(strategy, Sampling)
+    if strategy.seed is not None:
+        raise UsageError(
+            f"seed {strategy.seed}: a CTranslate2 export cannot repeat seeded samples; sample "
+            "without a seed (--seed, decoding.seed), or decode with the tfm run"
+        )
+    options = {
+        "beam_size": 1, "length_penalty": 0.0, "sampling_temperature": strategy.temperature,
+        "sampling_topk": strategy.top_k, "sampling_topp": strategy.top_p,
+        "num_hypotheses": 1 if strategy.top_k == 1 else n_best,  # top k 1: one greedy output
+    }  # fmt: skip
+    return options, None
+
+
+_MAPPINGS: dict[type, Callable[[Any, int], tuple[dict[str, Any], Rescore | None]]] = {
+    GreedySearch: _greedy,
+    BeamSearch: _beam,
+    Sampling: _sampling,
+}
 
 
 def _by_output_limit(
@@ -143,8 +204,7 @@ def _by_output_limit(
             raise ValueError(f"source {i} is not framed (ids + EOS {EOS_ID}): {list(ids)[-5:]}")
         ids = list(ids) if len(ids) <= max_len else [*ids[: max_len - 1], EOS_ID]
         pieces.append(model.tokenizer.src_pieces(ids[:-1]))
-        limit = math.floor(settings.max_len_a * len(ids) + settings.max_len_b)
-        groups[min(max(limit, 1), max_len)].append(i)
+        groups[settings.limit.tokens(len(ids), max_len)].append(i)
     if n_long := sum(len(ids) > max_len for ids in sources):
         log.warning("%d source(s) longer than %d tokens were cut to fit the model", n_long, max_len)
     return pieces, groups
@@ -156,13 +216,12 @@ def _target_ids(model: ExportedModel) -> dict[str, int]:
 
 
 def _hypothesis(
-    tokens: list[str], score: float, token_id: dict[str, int], beta: float, alpha: float
+    tokens: list[str], score: float, token_id: dict[str, int], rescore: Rescore | None
 ) -> tuple[list[int], float]:
     """tfm's hypothesis from CTranslate2's: tokens (ending in </s> unless cut at the limit) and
-    score, log P / |Y|^beta, re-normalised by GNMT's penalty."""
+    score, `rescore`d with |Y| (the generated tokens, EOS included)."""
     ids = [token_id[token] for token in tokens]
-    length = len(ids)  # |Y|, EOS included
+    length = len(ids)
     if ids and ids[-1] == EOS_ID:
         ids = ids[:-1]
-    log_prob = score * length**beta
-    return ids, log_prob / ((5 + length) / 6) ** alpha  # GNMT (Wu et al., 2016)
+    return ids, score if rescore is None else rescore(score, length)

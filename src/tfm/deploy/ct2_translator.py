@@ -1,38 +1,50 @@
 """An exported folder opened as a `tfm.prediction.translator.Translator`: CTranslate2 searches,
-tfm frames the lines and lists n-best texts (`tfm.prediction.line_search`). Needs no torch."""
+tfm frames the lines and lists n-best texts. Needs no torch."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from tfm.deploy.ct2_decoding import ExportedModel, open_export, translate_nbest_ids
+from tfm.deploy.ct2_decoding import ExportedModel, ct2_search, open_export, translate_nbest_ids
 from tfm.deploy.export import require_ctranslate2
 from tfm.errors import UsageError
-from tfm.prediction.line_search import Found, LineTranslator
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.translator import Found, Translator
+
+if TYPE_CHECKING:
+    from tfm.prediction.attention_weights import AttentionView
 
 
-class ExportTranslator(LineTranslator):
-    """An export translating with CTranslate2; `exported` is the opened folder."""
+class ExportTranslator(Translator):
+    """An export translating with CTranslate2; `exported` is the opened folder. It has no
+    attention weights to show."""
 
     engine = "ctranslate2"
 
-    def __init__(self, exported: ExportedModel, settings: DecodeSettings) -> None:
+    def __init__(self, *, exported: ExportedModel, settings: DecodeSettings) -> None:
+        ct2_search(settings.strategy, 1)  # a strategy CTranslate2 cannot do fails now
         self.exported, self.settings = exported, settings
         self.config = exported.config
         self.tokenizer = exported.tokenizer
         self.step: int | None = exported.info.step
 
-    def search_best(
-        self, sources: list[list[int]], settings: DecodeSettings, numbers: list[int]
-    ) -> list[list[int]]:
-        found = translate_nbest_ids(self.exported, sources, settings, with_scores=False)
-        return [hypotheses[0][0] for hypotheses in found]
-
-    def search_beam(
-        self, sources: list[list[int]], settings: DecodeSettings, numbers: list[int]
+    def search(
+        self,
+        sources: list[list[int]],
+        settings: DecodeSettings,
+        numbers: list[int],
+        *,
+        n_best: int,
+        scored: bool,
     ) -> Sequence[Found]:
-        return translate_nbest_ids(self.exported, sources, settings, settings.beam_size)
+        return translate_nbest_ids(self.exported, sources, settings, n_best, with_scores=scored)
+
+    def attention_views(self, sentence: str) -> dict[str, AttentionView]:
+        raise UsageError(
+            f"--run {self.exported.path}: a CTranslate2 export has no attention weights to "
+            "show; give the tfm run directory it was exported from"
+        )
 
     def describe(self) -> dict[str, object]:
         """The folder, the engine and the quantization of its weights."""
@@ -40,7 +52,7 @@ class ExportTranslator(LineTranslator):
                 "quantization": self.exported.info.quantization}  # fmt: skip
 
 
-def open_exported(request: DecodeRequest, *, min_beam: int = 1) -> ExportTranslator:
+def open_exported(request: DecodeRequest) -> ExportTranslator:
     """The export `request.run` opened on the requested device (auto: cuda where CTranslate2
     sees a GPU, else cpu) with `--threads` threads (default 1), and its decode settings (see
     `tfm.commands.engines.open_translator`)."""
@@ -59,8 +71,6 @@ def open_exported(request: DecodeRequest, *, min_beam: int = 1) -> ExportTransla
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device {device}: a CTranslate2 export runs on cpu or cuda")
     exported = open_export(request.run or "", device=device, threads=request.threads or 1)
-    settings = DecodeSettings.from_config(
-        exported.config.decoding, device, "float32", beam_size=request.beam_size,
-        length_penalty=request.length_penalty, min_beam=min_beam,
-    )  # fmt: skip
-    return ExportTranslator(exported, settings)
+    settings = DecodeSettings.from_config(exported.config.decoding, device, "float32",
+                                          asked=request.search, n_best=request.n_best)  # fmt: skip
+    return ExportTranslator(exported=exported, settings=settings)

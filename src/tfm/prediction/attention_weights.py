@@ -24,8 +24,9 @@ from torch import Tensor
 
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from tfm.errors import UsageError
-from tfm.transformer import Transformer, greedy_decode
-from tfm.transformer.decoding import output_limits
+from tfm.prediction.settings import OutputLimit
+from tfm.prediction.strategies import GreedySearch
+from tfm.transformer import Transformer
 
 log = logging.getLogger(__name__)
 
@@ -62,30 +63,11 @@ def check_kind(kind: str) -> str:
     return kind
 
 
-def sentence_attention(
-    model: Transformer,
-    tokenizer: Tokenizer,
-    sentence: str,
-    *,
-    kind: str = "cross",
-    max_len_a: float = 1.5,
-    max_len_b: float = 10,
-) -> AttentionView:
-    """Translate `sentence` and return the `kind` attention weights of every layer and head."""
-    check_kind(kind)
-    views = attention_views(model, tokenizer, sentence, max_len_a=max_len_a, max_len_b=max_len_b)
-    return views[kind]
-
-
 def attention_views(
-    model: Transformer,
-    tokenizer: Tokenizer,
-    sentence: str,
-    *,
-    max_len_a: float = 1.5,
-    max_len_b: float = 10,
+    model: Transformer, tokenizer: Tokenizer, sentence: str, *, limit: OutputLimit
 ) -> dict[str, AttentionView]:
-    """Translate `sentence` once and return every kind of its attention weights, by kind."""
+    """Translate `sentence` once (greedily, its output at most `limit` tokens) and return every
+    kind of its attention weights, by kind."""
     if not sentence.strip():
         raise UsageError("the sentence is empty; give the text to translate")
     model.eval()
@@ -95,12 +77,9 @@ def attention_views(
         log.warning("the sentence has %d tokens; cut to the model's %d", len(pieces), model.max_len)
     src = pieces[: model.max_len - 1] + [EOS_ID]
     src_ids = torch.tensor([src], device=device)  # (1, S)
-    result = greedy_decode(
-        model, src_ids, bos_id=BOS_ID, eos_id=EOS_ID, max_len_a=max_len_a, max_len_b=max_len_b
-    )
-    tokens = result.tokens[0]
-    limit = int(output_limits(model, src_ids, max_len_a, max_len_b)[0])
-    if len(tokens) < limit:  # the model stopped with </s>: the last query produced it
+    [[(tokens, _)]] = GreedySearch().searcher(device)(model, src_ids, limit, 1)
+    stopped = len(tokens) < limit.tokens(len(src), model.max_len)
+    if stopped:  # the model stopped with </s>: the last query produced it
         decoder_input, produced = [BOS_ID, *tokens], [*tokens, EOS_ID]
     else:  # cut at the length limit: the query after the last token never ran
         decoder_input, produced = [BOS_ID, *tokens[:-1]], tokens

@@ -1,8 +1,10 @@
-"""A trained run opened as a `Translator`: its model (or an ensemble of it and more runs), the
-decode settings its config and the user's options give, and a reranker of reverse-direction runs."""
+"""A trained run opened as a `TorchTranslator`: its model (or an ensemble of it and more runs),
+the decode settings its config and the user's options give, and a reranker of reverse-direction
+runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,16 +12,14 @@ from pathlib import Path
 import torch
 
 from tfm.config import Config
-from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import resolve_precision, select_device
 from tfm.errors import UsageError
 from tfm.prediction.ensemble import Ensemble, Model
-from tfm.prediction.likelihood import teacher_forced_nll
-from tfm.prediction.line_search import Found, LineTranslator, Scored
 from tfm.prediction.reranking import Reranker
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.prediction.translate import translate_ids, translate_nbest_ids
+from tfm.prediction.strategies import BeamSearch, asked_strategy
+from tfm.prediction.torch_translator import TorchTranslator
 from tfm.rundir.checkpoint import CorruptCheckpointError
 from tfm.rundir.model_file import TrainedModel, load_trained
 from tfm.rundir.paths import RunPaths, find_run, is_export
@@ -30,95 +30,40 @@ log = logging.getLogger(__name__)
 RERANK_MIN_BEAM = 5  # the beam reranking chooses from, unless --beam-size says otherwise
 
 
-class TorchTranslator(LineTranslator):
-    """A trained run translating with tfm's own search: `trained` is the run (its model,
-    tokenizer, config and paths), `model` what decodes (its model, or an ensemble), `reranker`
-    the reverse-direction model that reranks the whole beam, if any."""
-
-    engine = "torch"
-
-    def __init__(
-        self,
-        trained: TrainedModel,
-        model: Model,
-        settings: DecodeSettings,
-        reranker: Reranker | None = None,
-        *,
-        ensemble: Sequence[str | Path] = (),
-        rerank_with: Sequence[str | Path] = (),
-    ) -> None:
-        self.trained, self.model, self.settings, self.reranker = trained, model, settings, reranker
-        self.ensemble, self.rerank_with = tuple(ensemble), tuple(rerank_with)  # as the user named
-        self.config: Config = trained.config
-        self.tokenizer: Tokenizer = trained.tokenizer
-        self.step: int | None = trained.step
-
-    def best_of(
-        self,
-        texts: Sequence[str],
-        sources: list[list[int]],
-        settings: DecodeSettings,
-        numbers: list[int],
-    ) -> list[str]:
-        """As `LineTranslator.best_of`; with a reranker, the beam's best after reranking."""
-        if self.reranker is None:
-            return super().best_of(texts, sources, settings, numbers)
-        return [found[0][0] for found in self.ranked_beams(texts, sources, settings, numbers)]
-
-    def search_best(
-        self, sources: list[list[int]], settings: DecodeSettings, numbers: list[int]
-    ) -> list[list[int]]:
-        return translate_ids(self.model, sources, settings, numbers=numbers)
-
-    def search_beam(
-        self, sources: list[list[int]], settings: DecodeSettings, numbers: list[int]
-    ) -> Sequence[Found]:
-        return translate_nbest_ids(
-            self.model, sources, settings, settings.beam_size, numbers=numbers
-        )
-
-    def rank(self, texts: Sequence[str], beams: list[Scored]) -> list[Scored]:
-        """The beams reranked, with the combined scores, when there is a reranker."""
-        return beams if self.reranker is None else self.reranker.rerank(texts, beams)
-
-    def nll(self, split: EncodedSplit) -> tuple[float, int] | None:
-        return teacher_forced_nll(self.model, split, self.settings)
-
-    def describe(self) -> dict[str, object]:
-        """The run and its step; the ensemble's other runs, the reranking runs and weight."""
-        found: dict[str, object] = {"run": str(self.trained.paths.root), "step": self.step}
-        if self.ensemble:
-            found["ensemble"] = [str(Path(other)) for other in self.ensemble]
-        if self.reranker is not None:
-            found["rerank_with"] = [str(Path(other)) for other in self.rerank_with]
-            found["rerank_weight"] = self.reranker.weight
-        return found
-
-
-def open_torch(request: DecodeRequest, *, min_beam: int = 1) -> TorchTranslator:
-    """The run of `request` opened for decoding (see `tfm.commands.engines.open_translator`);
-    reranking widens the beam to at least `RERANK_MIN_BEAM` unless the request names one."""
+def open_torch(request: DecodeRequest) -> TorchTranslator:
+    """The run of `request` opened for decoding (see `tfm.commands.engines.open_translator`)."""
     if request.rerank_weight is not None and not request.rerank_with:
         raise UsageError("--rerank-weight needs --rerank-with RUN (a reverse-direction run)")
     if request.rerank_with:
-        if request.beam_size == 1:
-            raise UsageError("--rerank-with reranks a beam: give --beam-size 2 or more")
-        min_beam = max(min_beam, RERANK_MIN_BEAM)
+        request = for_reranking(request)
     target = select_device(request.device or "auto")
     use_threads(request.threads, level=logging.DEBUG)  # translate stays a quiet filter
     trained = _load_main(request.run, request.checkpoint, target)
     dtype = resolve_precision(trained.config.train.precision, target)
-    settings = DecodeSettings.from_config(
-        trained.config.decoding, target, dtype, beam_size=request.beam_size,
-        length_penalty=request.length_penalty, min_beam=min_beam,
-    )  # fmt: skip
-    if request.length_penalty is not None and settings.beam_size == 1:
-        log.warning("--length-penalty has no effect on greedy decoding; give --beam-size 2 or more")
+    settings = DecodeSettings.from_config(trained.config.decoding, target, dtype,
+                                          asked=request.search, n_best=request.n_best)  # fmt: skip
     model = _ensemble_of(trained, request.ensemble, target)
     weight = 1.0 if request.rerank_weight is None else request.rerank_weight
-    reranker = _reranker(trained, request.rerank_with, weight, target)
-    return TorchTranslator(trained, model, settings, reranker, ensemble=request.ensemble,
+    reranker = open_reranker(trained.config, trained.tokenizer, request.rerank_with, weight, target)
+    return TorchTranslator(model=model, tokenizer=trained.tokenizer, config=trained.config,
+                           settings=settings, reranker=reranker, step=trained.step,
+                           run=trained.paths.root, ensemble=request.ensemble,
                            rerank_with=request.rerank_with)  # fmt: skip
+
+
+def for_reranking(request: DecodeRequest) -> DecodeRequest:
+    """`request` as reranking needs it: beam search (whatever the config's strategy), of
+    `RERANK_MIN_BEAM` or more unless the request gives the beam's size, which must be 2 or
+    more. UsageError for another strategy or a beam of one."""
+    search = request.search
+    if asked_strategy(search) not in (None, BeamSearch.name):
+        raise UsageError("--rerank-with reranks a beam: give --strategy beam")
+    if search.get("beam_size", 2) < 2:
+        raise UsageError("--rerank-with reranks a beam: give --beam-size 2 or more")
+    wanted = request.n_best if "beam_size" in search else max(request.n_best, RERANK_MIN_BEAM)
+    return dataclasses.replace(
+        request, search={**search, "strategy": BeamSearch.name}, n_best=wanted
+    )
 
 
 def load_run(
@@ -197,15 +142,20 @@ def _combined(
     return Ensemble([first.model, *(member.model for _, member in others)])
 
 
-def _reranker(
-    trained: TrainedModel, runs: Sequence[str | Path], weight: float, target: torch.device
+def open_reranker(
+    config: Config,
+    tokenizer: Tokenizer,
+    runs: Sequence[str | Path],
+    weight: float,
+    target: torch.device,
 ) -> Reranker | None:
-    """A `Reranker` of the runs (one model, or an ensemble), which must translate the other
-    way: from `trained`'s target language to its source language (a run trained that way, or
-    one trained both ways in every epoch)."""
+    """A `Reranker` of the runs (one model, or an ensemble), which must translate the other way
+    from a run of `config` (read with `tokenizer`): from its target language to its source
+    language (a run trained that way, or one trained both ways in every epoch). None without
+    runs."""
     if not runs:
         return None
-    ours = trained.config.data
+    ours = config.data
     loaded = [(name, load_run(name, target, option="--rerank-with")) for name in runs]
     for name, reverse in loaded:
         theirs = reverse.config.data

@@ -1,5 +1,7 @@
-"""How to decode (`DecodeSettings`, resolved from a run's config) and what a user asked to decode
-with (`DecodeRequest`: the options `tfm eval` and `tfm translate` share).
+"""How to decode (`DecodeSettings`: a strategy, the output limit, the batch size, device and
+precision, resolved from a run's config and what the user asked) and what a user asked to decode
+with (`DecodeRequest`: the options `tfm eval`, `tfm translate`, `tfm rerank-sweep` and
+`tfm serve` share, built from a command's options by one function).
 
 Neither imports torch: a translator over a CTranslate2 export uses them too, and a process that
 only translates with an export never loads torch.
@@ -7,31 +9,55 @@ only translates with an export never loads torch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from tfm.config import DecodingConfig, planned
+from tfm.config import DecodingConfig
+from tfm.prediction.strategies import (
+    SEARCH_KEYS,
+    Spelling,
+    Strategy,
+    checked,
+    option_name,
+    strategy_for,
+)
 
 if TYPE_CHECKING:
     import torch
 
 
 @dataclass(frozen=True)
-class DecodeSettings:
-    """How to decode: output limit a·S + b, batch size in source tokens, the device ("cpu",
-    "cuda", "cuda:1", "mps") and the autocast precision (a torch dtype's name), the beam size
-    (1: greedy search) and the GNMT length penalty alpha of beam search. A torch device or
-    dtype given is kept as its name."""
+class OutputLimit:
+    """tfm's rule for a sentence's output length: floor(a · S + b) tokens, EOS included, S the
+    source's tokens (EOS included), at least 1 and at most the model's positional table (the
+    config's `decoding.max_len_a` and `decoding.max_len_b`)."""
 
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    max_tokens: int = 8000
+    a: float
+    b: int
+
+    def __post_init__(self) -> None:
+        if self.a < 0:
+            raise ValueError(f"max_len_a={self.a} must not be negative")
+
+    def tokens(self, source_length: int, max_len: int) -> int:
+        return min(max(math.floor(self.a * source_length + self.b), 1), max_len)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeSettings:
+    """How to decode: the strategy, the output limit, the batch size in source tokens, the
+    device ("cpu", "cuda", "cuda:1", "mps") and the autocast precision (a torch dtype's name).
+    A torch device or dtype given is kept as its name."""
+
+    strategy: Strategy
+    limit: OutputLimit
+    max_tokens: int
     device: str = "cpu"
     dtype: str = "float32"
-    beam_size: int = 1
-    length_penalty: float = 0.6
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "device", str(self.device))
@@ -44,22 +70,30 @@ class DecodeSettings:
         device: torch.device | str,
         dtype: torch.dtype | str,
         *,
-        beam_size: int | None = None,
-        length_penalty: float | None = None,
-        min_beam: int = 1,
+        asked: Mapping[str, Any] | None = None,
+        n_best: int = 1,
+        spell: Spelling = option_name,
     ) -> DecodeSettings:
-        """The config's settings; `beam_size` and `length_penalty` override it when given.
-        Without a beam size, the config's but at least `min_beam`: the one rule for the beam
-        every decoding command uses."""
-        return cls(
-            config.max_len_a,
-            config.max_len_b,
-            config.max_tokens,
-            str(device),
-            str(dtype),
-            beam_size=beam_size or max(planned(config.beam_size, "decoding.beam_size"), min_beam),
-            length_penalty=config.length_penalty if length_penalty is None else length_penalty,
-        )
+        """The config's settings, with the strategy the user `asked` for over the config's
+        (`tfm.prediction.strategies.strategy_for`: the one rule for every decoding command)."""
+        strategy = strategy_for(config, asked or {}, n_best=n_best, spell=spell)
+        limit = OutputLimit(config.max_len_a, config.max_len_b)
+        return cls(strategy=strategy, limit=limit, max_tokens=config.max_tokens,
+                   device=str(device), dtype=str(dtype))  # fmt: skip
+
+    def asking(
+        self,
+        config: DecodingConfig,
+        asked: Mapping[str, Any],
+        *,
+        n_best: int = 1,
+        spell: Spelling = option_name,
+    ) -> DecodeSettings:
+        """These settings with the strategy the user `asked` for over these settings' own (and,
+        for another strategy's settings, `config`'s): a server request over the server's."""
+        ours = config.model_copy(update=self.strategy.describe())
+        strategy = strategy_for(ours, asked, n_best=n_best, spell=spell)
+        return dataclasses.replace(self, strategy=strategy)
 
     def torch_device(self) -> torch.device:
         import torch
@@ -79,16 +113,17 @@ class DecodeSettings:
 class DecodeRequest:
     """What to decode with, as the user asked: the run (a run directory or an exported folder;
     None: the run last trained from the working directory), the model file of the run to use
-    instead of best.pt (`checkpoint`), the device name, beam size and length penalty (None: the
-    run's config decides), more runs to decode with as one ensemble, reverse-direction runs to
-    rerank the beam with, the reranking weight (None: 1) and the CPU threads (None: `tfm.threads`
-    picks)."""
+    instead of best.pt (`checkpoint`), the device name, the strategy and its settings (`search`:
+    decoding config keys; one not given: the run's config decides), the most hypotheses a call
+    will ask for (`n_best`), more runs to decode with as one ensemble, reverse-direction runs to
+    rerank the beam with, the reranking weight (None: 1) and the CPU threads (None:
+    `tfm.threads` picks)."""
 
     run: str | Path | None = None
     checkpoint: str | Path | None = None
     device: str | None = None
-    beam_size: int | None = None
-    length_penalty: float | None = None
+    search: Mapping[str, Any] = field(default_factory=dict)
+    n_best: int = 1
     ensemble: Sequence[str | Path] = ()
     rerank_with: Sequence[str | Path] = ()
     rerank_weight: float | None = None
@@ -101,3 +136,15 @@ class DecodeRequest:
             check_device_name(self.device)
         object.__setattr__(self, "ensemble", tuple(self.ensemble or ()))
         object.__setattr__(self, "rerank_with", tuple(self.rerank_with or ()))
+        object.__setattr__(self, "search", checked(self.search))  # before a run is opened
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> DecodeRequest:
+        """The request a command's options make, by name (None: not given): those this class
+        has, and the decoding keys (`SEARCH_KEYS`) as `search`; the command's others are not
+        the request's."""
+        own = {f.name for f in dataclasses.fields(cls)} - {"search"}
+        return cls(
+            **{key: value for key, value in options.items() if key in own and value is not None},
+            search={key: value for key, value in options.items() if key in SEARCH_KEYS},
+        )

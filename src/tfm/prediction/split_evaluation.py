@@ -8,46 +8,21 @@ import time
 from collections.abc import Callable, Iterable
 
 from tfm.data.pipeline import EncodedSplit
-from tfm.data.tokenizer import Tokenizer
-from tfm.prediction.ensemble import Model
-from tfm.prediction.likelihood import teacher_forced_nll
 from tfm.prediction.scoring import score_translations
-from tfm.prediction.settings import DecodeSettings
-from tfm.prediction.translate import translate_ids
 from tfm.prediction.translator import Translator
-
-
-def evaluate_split(
-    model: Model,
-    tokenizer: Tokenizer,
-    split: EncodedSplit,
-    settings: DecodeSettings,
-    *,
-    tgt_lang: str | None,
-) -> tuple[dict, list[str]]:
-    """Loss, perplexity and translation scores of a split by a model being trained (BLEU
-    tokenized for `tgt_lang`: `tfm.prediction.scoring.bleu_tokenizer_for`); also returns the
-    hypotheses. `decode_seconds` is the time the search took (loss and scoring left out),
-    `sentences_per_second` its rate."""
-
-    def translate(chunk: EncodedSplit, first_line: int) -> list[str]:
-        numbers = range(first_line, first_line + len(chunk))
-        return tokenizer.decode_tgt(translate_ids(model, chunk.src, settings, numbers=numbers))
-
-    def nll(chunk: EncodedSplit) -> tuple[float, int]:
-        return teacher_forced_nll(model, chunk, settings)
-
-    return scored_chunks([split], translate, nll, tgt_lang=tgt_lang)
 
 
 def evaluate_chunks(
     translator: Translator, chunks: Iterable[EncodedSplit]
 ) -> tuple[dict, list[str]]:
-    """`evaluate_split` of consecutive chunks of one input by a translator (with its ensemble
-    and reranker, if any), encoded as they are taken: only the sentences and hypotheses of the
-    whole input are kept, so memory does not grow with its token ids. Over-long sources are named
-    by their line in the whole input. Loss and perplexity are None where the translator's engine
-    cannot score (an export)."""
+    """Loss, perplexity and translation scores of consecutive chunks of one input by a
+    translator (with its ensemble and reranker, if any; BLEU tokenized for the run's target
+    language: `tfm.prediction.scoring.bleu_tokenizer_for`), and the hypotheses. The chunks are
+    encoded as they are taken: only the sentences and hypotheses of the whole input are kept, so
+    memory does not grow with its token ids. Over-long sources are named by their line in the
+    whole input. Loss and perplexity are None where the translator's engine cannot score (an
+    export); `decode_seconds` is the time the search took (loss and scoring left out),
+    `sentences_per_second` its rate."""
 
     def translate(chunk: EncodedSplit, first_line: int) -> list[str]:
         return translator.translate_split(chunk, first_line=first_line)

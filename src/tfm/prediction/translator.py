@@ -2,39 +2,75 @@
 the search (`tfm.commands.engines.open_translator` opens what the user named as one).
 
 A trained run translates with tfm's own search in PyTorch (`tfm.prediction.opening`: with an
-ensemble and a reranker if asked for); a folder written by `tfm export` translates with
-CTranslate2 (`tfm.deploy.ct2_translator`). Both give the same lines, n-best lists and scores, and
-`tfm translate`, `tfm eval` and the server take a Translator without asking which it is.
+ensemble and a reranker if asked for, or a model being trained, for validation); a folder written
+by `tfm export` translates with CTranslate2 (`tfm.deploy.ct2_translator`). Both give the same
+lines, n-best lists and scores, and every command, the server and validation take a Translator
+without asking which it is. What is written here once: a blank line gives an empty translation,
+the other lines are encoded and framed (ids + EOS) and numbered (for the warnings that name
+lines), an n-best list holds distinct texts. An engine supplies only `search` over framed sources,
+and says whether it can show attention weights (`shows_attention`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tfm.config import Config
 from tfm.data.pipeline import EncodedSplit
-from tfm.data.tokenizer import Tokenizer
+from tfm.data.tokenizer import EOS_ID, Tokenizer
+from tfm.errors import UsageError
 from tfm.prediction.settings import DecodeSettings
 
+if TYPE_CHECKING:
+    from tfm.prediction.attention_weights import AttentionView
 
-class Translator(Protocol):
+Scored = list[tuple[str, float]]  # one sentence's translations and scores, best first
+Found = Sequence[tuple[list[int], float]]  # one source's hypotheses: ids (no BOS, EOS), score
+
+
+class Translator(ABC):
     """Lines in, translations out. `settings` were resolved once, when it was opened; a call
-    may pass others (`dataclasses.replace(translator.settings, beam_size=...)`): beam size,
-    length penalty, output limits and batch size change per call, the device does not."""
+    may pass others (`settings.asking(...)`, `dataclasses.replace`): strategy, output limits and
+    batch size change per call, the device does not. `engine` is "torch" or "ctranslate2";
+    `step` the training step of the model, where known."""
 
     config: Config  # the run's resolved config
     tokenizer: Tokenizer
     settings: DecodeSettings
-    engine: str  # "torch" or "ctranslate2"
-    step: int | None  # the training step of the model, where known
+    engine: str
+    step: int | None
+    shows_attention: bool = False  # whether `attention_views` can show the attention weights
+
+    @abstractmethod
+    def search(
+        self,
+        sources: list[list[int]],
+        settings: DecodeSettings,
+        numbers: list[int],
+        *,
+        n_best: int,
+        scored: bool,
+    ) -> Sequence[Found]:
+        """Per framed source (`numbers`: their line numbers, for warnings), the
+        `settings.strategy.hypotheses(n_best)` hypotheses it finds, best first; a score may be
+        NaN unless `scored`."""
+
+    def rank(self, texts: Sequence[str], beams: list[Scored]) -> list[Scored]:
+        """Each non-blank text's translations re-sorted (a reranker); as they are by default."""
+        return beams
 
     def translate(
         self, texts: Sequence[str], *, first_line: int = 1, settings: DecodeSettings | None = None
     ) -> list[str]:
-        """One translation per text, in order; a blank text gives an empty one. `first_line`
-        is the line number of texts[0], which warnings about a line name."""
-        ...
+        """One translation per text, in order; a blank text gives an empty one. `first_line`:
+        the line number of texts[0], which warnings about a line name; `settings`: these
+        instead of the translator's own."""
+        todo, sources = framed_nonblank(self.tokenizer, texts)
+        found = self.best_of([texts[i] for i in todo], sources, settings or self.settings,
+                             [first_line + i for i in todo])  # fmt: skip
+        return _placed(len(texts), todo, found, str)
 
     def nbest(
         self,
@@ -43,20 +79,95 @@ class Translator(Protocol):
         *,
         first_line: int = 1,
         settings: DecodeSettings | None = None,
-    ) -> list[list[tuple[str, float]]]:
-        """Up to `n_best` (<= the beam size) distinct translations of each text with their
-        scores, best first; a blank text gives [("", 0.0)]."""
-        ...
+    ) -> list[Scored]:
+        """The `n_best` best distinct translations of each text with their scores, best first:
+        hypotheses whose subwords differ but whose texts are the same count once, and the list
+        fills up from the rest of the beam (so it is shorter only when the whole beam holds fewer
+        distinct texts). A blank text gives one empty translation scored 0. UsageError when the
+        strategy cannot find `n_best`."""
+        settings = settings or self.settings
+        if n_best < 1:
+            raise UsageError(f"n_best={n_best}: expected 1 or more")
+        settings.strategy.hypotheses(n_best)
+        todo, sources = framed_nonblank(self.tokenizer, texts)
+        ranked = self.ranked_beams([texts[i] for i in todo], sources, settings,
+                                   [first_line + i for i in todo], n_best)  # fmt: skip
+        return _placed(len(texts), todo, [found[:n_best] for found in ranked], _empty)
 
     def translate_split(self, split: EncodedSplit, *, first_line: int = 1) -> list[str]:
-        """The translation of each source of an encoded split."""
-        ...
+        """The translation of each source of an encoded split (as `tfm eval` and validation
+        decode one)."""
+        numbers = list(range(first_line, first_line + len(split.src)))
+        return self.best_of(split.src_text, split.src, self.settings, numbers)
+
+    def best_of(
+        self,
+        texts: Sequence[str],
+        sources: list[list[int]],
+        settings: DecodeSettings,
+        numbers: list[int],
+    ) -> list[str]:
+        """The best translation of each framed source (`texts`: the sources as text)."""
+        found = self.search(sources, settings, numbers, n_best=1, scored=False)
+        return self.tokenizer.decode_tgt([hypotheses[0][0] for hypotheses in found])
+
+    def ranked_beams(
+        self,
+        texts: Sequence[str],
+        sources: list[list[int]],
+        settings: DecodeSettings,
+        numbers: list[int],
+        n_best: int = 1,
+    ) -> list[Scored]:
+        """The distinct translations among the hypotheses of each framed source, ranked
+        (`rank`)."""
+        beams = self.search(sources, settings, numbers, n_best=n_best, scored=True)
+        decoded = iter(self.tokenizer.decode_tgt([ids for beam in beams for ids, _ in beam]))
+        return self.rank(texts, [distinct([(next(decoded), s) for _, s in beam]) for beam in beams])
 
     def nll(self, split: EncodedSplit) -> tuple[float, int] | None:
-        """The summed negative log-likelihood of a split's targets and their token count; None
-        where the engine cannot score."""
-        ...
+        """The summed negative log-likelihood of a split's targets and its token count, or None
+        where the engine cannot score (`tfm.prediction.likelihood.teacher_forced_nll`)."""
+        return None
+
+    def attention_views(self, sentence: str) -> dict[str, AttentionView]:
+        """`sentence` translated and the attention weights of every layer and head, by kind
+        (`tfm.prediction.attention_weights`); UsageError where `shows_attention` is False."""
+        raise UsageError(
+            f"attention weights need one model of a tfm run; this {self.engine} translator "
+            "has none to show"
+        )
 
     def describe(self) -> dict[str, object]:
-        """What decodes, for a report (`tfm eval --json`): the run, its step or its engine."""
-        ...
+        """What decodes, for a report (`tfm eval --json`): the run, and what else the engine
+        tells about it."""
+        return {}
+
+
+def framed_nonblank(
+    tokenizer: Tokenizer, texts: Sequence[str]
+) -> tuple[list[int], list[list[int]]]:
+    """The indices of the non-blank texts, and those texts encoded and framed (ids + EOS)."""
+    todo = [i for i, t in enumerate(texts) if t.strip()]
+    encoded = tokenizer.encode_src([texts[i].strip() for i in todo])
+    return todo, [ids + [EOS_ID] for ids in encoded]
+
+
+def distinct(scored: Scored) -> Scored:
+    """The first (best) of each text, in order."""
+    first: dict[str, float] = {}
+    for text, score in scored:
+        first.setdefault(text, score)
+    return list(first.items())
+
+
+def _empty() -> Scored:
+    return [("", 0.0)]  # the empty output is certain
+
+
+def _placed(count: int, todo: list[int], found: Sequence, blank: Callable[[], object]) -> list:
+    """`count` results: `found` at the indices `todo`, a new `blank()` elsewhere."""
+    result = [blank() for _ in range(count)]
+    for i, value in zip(todo, found, strict=True):
+        result[i] = value
+    return result

@@ -13,7 +13,8 @@ from pathlib import Path
 from tfm.atomic import atomic_write_text
 from tfm.data.pipeline import EncodedSplit
 from tfm.prediction.settings import DecodeSettings
-from tfm.prediction.split_evaluation import evaluate_split
+from tfm.prediction.split_evaluation import evaluate_chunks
+from tfm.prediction.torch_translator import TorchTranslator
 from tfm.rundir.metrics import read_metrics
 from tfm.rundir.store import finite_score
 from tfm.training.diagnostics import degenerate_warnings
@@ -25,11 +26,8 @@ log = logging.getLogger(__name__)
 def validate_and_checkpoint(session: Session) -> bool:
     """Validate, log, keep best.pt and a checkpoint; True when early stopping says stop."""
     t, p = session.config.train, session.progress
-    settings = DecodeSettings.from_config(session.config.decoding, session.device, session.dtype)
     split = session.validation_split
-    scores, hypotheses = evaluate_split(
-        session.model, session.tokenizer, split, settings, tgt_lang=session.config.data.tgt_lang
-    )
+    scores, hypotheses = evaluate_chunks(_translator(session), [split])
     session.validated_step = p.step
     event = {
         "step": p.step,
@@ -61,6 +59,15 @@ def validate_and_checkpoint(session: Session) -> bool:
         p.validations_without_gain += 1
     session.save_checkpoint(score)
     return t.patience is not None and p.validations_without_gain >= t.patience
+
+
+def _translator(session: Session) -> TorchTranslator:
+    """The model being trained as a Translator, decoding as its config says: the one
+    prediction path of `tfm eval`, `tfm translate` and the server."""
+    config = session.config
+    settings = DecodeSettings.from_config(config.decoding, session.device, session.dtype)
+    return TorchTranslator(model=session.model, tokenizer=session.tokenizer, config=config,
+                           settings=settings, step=session.progress.step)  # fmt: skip
 
 
 def write_validation_output(path: Path, split: EncodedSplit, hypotheses: list[str]) -> None:

@@ -32,7 +32,7 @@ def invoke(*args: str):
 
 def test_a_data_only_config_trains_with_the_plan_it_logs_and_stores(tmp_path, caplog):
     config = config_file(tmp_path)
-    assert len(unset_keys(load_config(config))) == 21  # every recipe key but train.max_steps
+    assert len(unset_keys(load_config(config))) == 22  # every recipe key but train.max_steps
     with caplog.at_level(logging.INFO):
         result = invoke("train", "--config", config, "--no-progress")
     assert result.exit_code == 0, result.output
@@ -117,7 +117,7 @@ def test_unspaced_scripts_count_characters_as_words():
 
 
 def test_the_defaults_config_has_every_recipe_key_unset():
-    assert len(unset_keys(Config())) == 22
+    assert len(unset_keys(Config())) == 23
 
 
 def test_tfm_average_averages_the_planned_checkpoints_by_default(tmp_path, caplog):

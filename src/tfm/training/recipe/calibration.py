@@ -19,8 +19,9 @@ import torch
 from tfm.data.batching import EpochData, TokenBatchSampler, pad
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.ragged import lengths_of
-from tfm.data.tokenizer import PAD_ID
+from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from tfm.device import autocast
+from tfm.prediction.settings import OutputLimit
 from tfm.training.loss import projected_loss_sum
 from tfm.training.recipe.ladder import Shape
 from tfm.transformer import Transformer, beam_search, build_model, greedy_decode
@@ -109,10 +110,11 @@ class Calibration:
             return 0.0
         src = pad([list(split.src[i]) for i in range(n)], PAD_ID).to(self.device)
         started = time.perf_counter()
-        a, b = self.max_len_a, self.max_len_b
+        limit = OutputLimit(self.max_len_a, self.max_len_b)
         with torch.inference_mode(), autocast(self.device, self.dtype):
-            if beam_size > 1:
-                beam_search(model, src, beam_size=beam_size, max_len_a=a, max_len_b=b)
+            if beam_size > 1:  # the length penalty only ranks what finished: no time of its own
+                beam_search(model, src, bos_id=BOS_ID, eos_id=EOS_ID, limit=limit,
+                            beam_size=beam_size, length_penalty=0.0)  # fmt: skip
             else:
-                greedy_decode(model, src, max_len_a=a, max_len_b=b)
+                greedy_decode(model, src, bos_id=BOS_ID, eos_id=EOS_ID, limit=limit)
         return (time.perf_counter() - started) * len(split) / n

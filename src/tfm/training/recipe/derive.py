@@ -46,7 +46,8 @@ def _batch(s: Settings, f: Inputs) -> None:
 
 
 def _beam(s: Settings, f: Inputs) -> None:
-    s.choose("decoding.beam_size", Choice(rules.BEAM, "beam 5 (§6.1): +0.3–0.8 BLEU over greedy"))
+    s.choose("decoding.strategy", Choice("beam", "beam search (§6.1): +0.3–0.8 BLEU over greedy"))
+    s.choose("decoding.beam_size", Choice(rules.BEAM, "beam 5 (§6.1; 10 gained no more)"))
 
 
 def _regularisation(s: Settings, f: Inputs) -> None:
@@ -100,7 +101,7 @@ _SHAPE = tuple(f"model.{k}" for k in SHAPE_KEYS)
 VOCABULARY = ("tokenizer.vocab_size",)  # derived first, by `derive_vocabulary`
 RULES = (
     Rule(("train.max_tokens",), (), _batch),
-    Rule(("decoding.beam_size",), (), _beam),
+    Rule(("decoding.strategy", "decoding.beam_size"), (), _beam),
     Rule((*_SHAPE, "train.max_steps", "train.max_epochs"),
          ("tokenizer.vocab_size", "train.max_tokens", "decoding.beam_size"), shape_and_length),
     Rule(("model.dropout", "train.label_smoothing"), ("train.max_steps",), _regularisation),
