@@ -7,8 +7,7 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
-import torch
-from tiny_models import single_thread
+from tiny_models import decode_settings, single_thread
 
 from tfm.commands.engines import open_translator
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
@@ -34,8 +33,9 @@ class HeldTranslator:
 
     config: object = None
     tokenizer: object = None
-    settings: DecodeSettings = field(default_factory=lambda: DecodeSettings(torch.device("cpu")))
+    settings: DecodeSettings = field(default_factory=decode_settings)
     engine: str = "torch"
+    shows_attention: bool = False
     step: int | None = 7
     release: threading.Event = field(default_factory=threading.Event)
     calls: list[list[str]] = field(default_factory=list)

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import replace
 
 import pytest
 from http_client import call, served
 
-from tfm.prediction.attention_weights import KINDS, sentence_attention
+from tfm.prediction.attention_weights import KINDS
 from tfm.serve.app import create_app
 from tfm.serve.request_limits import ServeLimits
 
@@ -32,7 +31,7 @@ def test_health_and_info_describe_the_run(server, translator):
     assert (info["src_lang"], info["tgt_lang"]) == (config.data.src_lang, config.data.tgt_lang)
     assert info["engine"] == "torch" and info["step"] == translator.step == 200
     assert info["model"]["d_model"] == config.model.d_model
-    assert info["decoding"]["beam_size"] == translator.settings.beam_size
+    assert info["decoding"] == {"strategy": "greedy", "max_len_a": 1.5, "max_len_b": 5}
     assert info["limits"]["max_sentences"] == 4 and info["attention"] is True
     assert info["auth"] is False
 
@@ -47,7 +46,8 @@ def test_translate_gives_what_the_library_gives(server, translator):
 def test_n_best_beam_and_length_penalty_are_those_asked_for(server, translator):
     body = {"sentences": SENTENCES[:2], "n_best": 3, "beam_size": 4, "length_penalty": 1.5}
     found = call(server, "POST", "/translate", body).json()
-    settings = replace(translator.settings, beam_size=4, length_penalty=1.5)
+    asked = {"beam_size": 4, "length_penalty": 1.5}
+    settings = translator.settings.asking(translator.config.decoding, asked)
     expected = translator.nbest(SENTENCES[:2], 3, settings=settings)
     assert found["n_best"] == [
         [{"translation": text, "score": pytest.approx(score)} for text, score in hypotheses]
@@ -58,18 +58,28 @@ def test_n_best_beam_and_length_penalty_are_those_asked_for(server, translator):
     assert scores == sorted(scores, reverse=True)
 
 
+def test_a_request_samples_with_its_seed_as_the_library_does(server, translator):
+    body = {"sentences": SENTENCES[:2], "n_best": 3, "temperature": 1.5, "seed": 4}
+    found = call(server, "POST", "/translate", body).json()
+    asked = {"temperature": 1.5, "seed": 4}
+    settings = translator.settings.asking(translator.config.decoding, asked, n_best=3)
+    expected = translator.nbest(SENTENCES[:2], 3, settings=settings)
+    assert [[h["translation"] for h in found_] for found_ in found["n_best"]] == [
+        [text for text, _ in hypotheses] for hypotheses in expected
+    ]
+    assert call(server, "POST", "/translate", body).json() == found  # the seed repeats them
+    assert max(len(hypotheses) for hypotheses in found["n_best"]) > 1
+
+
 def test_attention_holds_every_kind_layer_and_head_of_the_library(server, translator):
     sentence = SENTENCES[0]
     found = call(server, "POST", "/attention", {"sentence": sentence}).json()
-    trained = translator.trained
+    views = translator.attention_views(sentence)
     for kind in KINDS:
-        view = sentence_attention(trained.model, trained.tokenizer, sentence, kind=kind,
-                                  max_len_a=translator.settings.max_len_a,
-                                  max_len_b=translator.settings.max_len_b)  # fmt: skip
-        assert found[kind] == view.weights.double().round(decimals=4).tolist()
-        assert found["translation"] == view.translation
-    assert len(found["encoder"]) == found["layers"] == trained.config.model.n_encoder_layers
-    assert len(found["cross"][0]) == found["heads"] == trained.config.model.n_heads
+        assert found[kind] == views[kind].weights.double().round(decimals=4).tolist()
+        assert found["translation"] == views[kind].translation
+    assert len(found["encoder"]) == found["layers"] == translator.config.model.n_encoder_layers
+    assert len(found["cross"][0]) == found["heads"] == translator.config.model.n_heads
     cross = found["cross"][0][0]
     assert (len(cross), len(cross[0])) == (len(found["output_tokens"]), len(found["source_tokens"]))
     assert found["source_tokens"][-1] == "</s>" and found["decoder_tokens"][0] == "<s>"
@@ -92,7 +102,13 @@ BAD = [  # (why, body as bytes, content type, status, start of the error)
     ("a beam too wide", b'{"sentences": ["a"], "beam_size": 17}', None, 422,
      "beam_size: Input should be less than or equal to 16"),
     ("n-best over the beam", b'{"sentences": ["a"], "n_best": 3, "beam_size": 2}', None, 422,
-     "n_best: 3 needs beam_size 3 or more, not 2"),
+     "n_best 3 needs beam_size 3 or more, not 2"),
+    ("an unknown strategy", b'{"sentences": ["a"], "strategy": "nucleus"}', None, 422,
+     "strategy 'nucleus': expected one of greedy, beam, sampling"),
+    ("a top p out of range", b'{"sentences": ["a"], "top_p": 1.5}', None, 422,
+     "top_p 1.5: Input should be less than or equal to 1"),
+    ("settings of two strategies", b'{"sentences": ["a"], "top_k": 2, "beam_size": 2}', None,
+     422, "beam_size, top_k: settings of different strategies (beam and sampling)"),
     ("no sentences", b'{"sentences": []}', None, 422, "sentences: give at least one sentence"),
     ("no JSON object", b'["a"]', None, 422, "body: Input should be a valid dictionary"),
     ("a form", b"sentences=a", "application/x-www-form-urlencoded", 415,

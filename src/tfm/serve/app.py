@@ -15,14 +15,14 @@ import logging
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from tfm.errors import TfmError
+from tfm.errors import TfmError, UsageError
+from tfm.prediction.strategies import SEARCH_KEYS
 from tfm.prediction.translator import Translator
 from tfm.serve.batch_worker import BatchWorker, Options, QueueFull
 from tfm.serve.bodies import ApiError, AttentionBody, TranslateBody, read_body
@@ -94,8 +94,7 @@ def create_app(
     async def attention(request: Request) -> dict:
         check_key(request)
         body = await read_body(request, AttentionBody, limits)
-        trained = getattr(translator, "trained", None)
-        if trained is None:
+        if not translator.shows_attention:
             raise ApiError(
                 501,
                 "attention weights need a torch run; this server decodes "
@@ -103,7 +102,7 @@ def create_app(
             )
         if not body.sentence.strip():
             raise ApiError(422, "sentence: empty; give the text to translate")
-        task = _attention_task(trained, translator, body.sentence)
+        task = _attention_task(translator, body.sentence)
         return await _answer(worker, limits, worker.submit, [], None, task)
 
     return app
@@ -136,28 +135,21 @@ async def _answer(worker: BatchWorker, limits: ServeLimits, submit: Any, *args: 
 
 
 def _options(body: TranslateBody, translator: Translator) -> Options:
-    defaults = translator.settings
-    beam_size = body.beam_size or max(defaults.beam_size, body.n_best or 1)
-    if body.n_best is not None and beam_size < body.n_best:
-        raise ApiError(
-            422, f"n_best: {body.n_best} needs beam_size {body.n_best} or more, not {beam_size}"
+    """The request's decoding options: its strategy and settings over the server's, able to
+    give `n_best` hypotheses (the rule of `tfm.prediction.strategies.strategy_for`)."""
+    asked = body.model_dump(include=set(SEARCH_KEYS))
+    try:
+        settings = translator.settings.asking(
+            translator.config.decoding, asked, n_best=body.n_best or 1, spell=str
         )
-    penalty = defaults.length_penalty if body.length_penalty is None else body.length_penalty
-    return Options(replace(defaults, beam_size=beam_size, length_penalty=penalty), body.n_best)
+    except UsageError as exc:
+        raise ApiError(422, str(exc)) from None
+    return Options(settings, body.n_best)
 
 
-def _attention_task(trained: Any, translator: Translator, sentence: str) -> Any:
+def _attention_task(translator: Translator, sentence: str) -> Any:
     def task() -> dict:
-        from tfm.prediction.attention_weights import attention_views
-
-        settings = translator.settings
-        views = attention_views(
-            trained.model,
-            trained.tokenizer,
-            sentence,
-            max_len_a=settings.max_len_a,
-            max_len_b=settings.max_len_b,
-        )
+        views = translator.attention_views(sentence)
         cross, encoder, decoder = views["cross"], views["encoder"], views["decoder"]
         weights = {
             kind: view.weights.double().round(decimals=4).tolist() for kind, view in views.items()
@@ -192,10 +184,9 @@ def _info(translator: Translator, limits: ServeLimits, *, auth: bool) -> dict:
             "n_decoder_layers": model.n_decoder_layers,
         },
         "decoding": {
-            "beam_size": settings.beam_size,
-            "length_penalty": settings.length_penalty,
-            "max_len_a": settings.max_len_a,
-            "max_len_b": settings.max_len_b,
+            **settings.strategy.describe(),
+            "max_len_a": settings.limit.a,
+            "max_len_b": settings.limit.b,
         },
         "limits": {
             "max_sentences": limits.max_sentences,
@@ -204,7 +195,7 @@ def _info(translator: Translator, limits: ServeLimits, *, auth: bool) -> dict:
             "max_beam_size": MAX_SERVE_BEAM,
             "timeout_s": limits.timeout_s,
         },
-        "attention": hasattr(translator, "trained"),
+        "attention": translator.shows_attention,
         "auth": auth,
     }
 

@@ -31,9 +31,15 @@ class TranslateBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     sentences: list[str] = Field(description="The sentences to translate, in order.")
-    beam_size: int | None = Field(None, ge=1, le=MAX_SERVE_BEAM, description="1: greedy.")
     n_best: int | None = Field(None, ge=1, le=MAX_SERVE_BEAM, description="Hypotheses each.")
+    # The strategy and its settings, as the config's `decoding` keys (`strategy_for` checks them).
+    strategy: str | None = None
+    beam_size: int | None = Field(None, ge=1, le=MAX_SERVE_BEAM, description="Beam width.")
     length_penalty: float | None = Field(None, ge=0.0, le=MAX_LENGTH_PENALTY)
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
 
 
 class AttentionBody(BaseModel):

@@ -56,9 +56,10 @@ async function loadInfo() {
       (info.step === null ? "" : ` · step ${info.step}`) +
       ` · d_model ${m.d_model}, ${m.n_encoder_layers}+${m.n_decoder_layers} layers, ${m.n_heads} heads`;
     fillNumbers($("beam-size"), info.limits.max_beam_size, 1, false);
-    $("beam-size").value = String(Math.min(info.decoding.beam_size, info.limits.max_beam_size) - 1);
+    const beam = info.decoding.beam_size ?? 1;  // a server that is not beam searching: 1
+    $("beam-size").value = String(Math.min(beam, info.limits.max_beam_size) - 1);
     fillNumbers($("n-best"), 5, 1, false);
-    $("length-penalty").value = info.decoding.length_penalty;
+    $("length-penalty").value = info.decoding.length_penalty ?? "";
     $("attention-panel").hidden = !info.attention;
     $("status").textContent = "";
     schedule(0);
