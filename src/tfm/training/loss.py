@@ -60,7 +60,7 @@ def projected_loss_sum(
     """
     rows = chunk or chunk_rows(hidden.device, weight.size(0))
     if compiled is None:
-        compiled = hidden.device.type == "cuda" and importlib.util.find_spec("triton") is not None
+        compiled = hidden.device.type == "cuda" and _has_triton()
     return _ProjectedCrossEntropy.apply(hidden, weight, targets, label_smoothing, rows, compiled)
 
 
@@ -154,6 +154,12 @@ def softmax_gradient(logits: Tensor, targets: Tensor, eps: float) -> tuple[Tenso
     grad = log_probs.exp_().sub_(eps / V)  # (n, V), in place of the log-probabilities
     grad[torch.arange(targets.numel(), device=targets.device), targets] -= 1 - eps
     return loss, grad.to(logits.dtype)
+
+
+@functools.cache
+def _has_triton() -> bool:
+    """Whether torch.compile can generate GPU kernels here (Triton is installed)."""
+    return importlib.util.find_spec("triton") is not None
 
 
 @functools.cache
