@@ -4,7 +4,7 @@ and the log counts the FLOPs a packed step computes."""
 import pytest
 import torch
 import torch.nn.functional as F
-from builders import WIDER, logged_losses, tiny_config
+from builders import WIDER, logged_losses, tiny_config, train_losses
 from torch.utils.flop_counter import FlopCounterMode
 
 from tfm.config import load_config
@@ -60,3 +60,14 @@ def test_packed_step_flops_are_each_sentence_alone_counted_by_the_flop_counter()
             F.cross_entropy(logits[0], alone.tgt_out[0], reduction="sum").backward()
     assert step_flops(args, [batch], packed=True) == counter.get_total_flops()
     assert step_flops(args, [batch], packed=True) < step_flops(args, [batch])
+
+
+def test_a_packed_run_resumes_exactly(tmp_path):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train(tiny_config(straight, WIDER, max_steps=6, layout="packed"), progress_bar=False)
+    train(tiny_config(resumed, WIDER, max_steps=3, layout="packed"), progress_bar=False)
+    train(
+        tiny_config(resumed, WIDER, max_steps=6, layout="packed"), resume=True, progress_bar=False
+    )
+    losses = train_losses(straight)  # with dropout: its random numbers continue too
+    assert len(losses) == 6 and train_losses(resumed) == losses
