@@ -130,13 +130,14 @@ def matmul_peaks(device: torch.device, args) -> dict[str, float]:
 
 
 def training_steps(name: str, args, overrides: list[str], peaks: dict[str, float]) -> dict:
-    """(b) for one model: the four variants, alternating over the same batches."""
+    """(b) for one model: the variants asked for, alternating over the same batches."""
     figures: dict = {}
     with training_session(args, overrides) as (session, _):
         initial = copy.deepcopy(session.model.state_dict())
         pairs = {
             v: twin(session, initial, dtype, layout=layout, static_shapes=static)
             for v, (dtype, layout, static) in VARIANTS.items()
+            if v in args.variants
         }
         batches = first_batches(session, args.warmup + args.steps)
         timed = batches[args.warmup :]
@@ -159,6 +160,8 @@ def training_steps(name: str, args, overrides: list[str], peaks: dict[str, float
               f"step ({sum(flops['packed']) / len(timed) / 1e12:.3f} packed); datasheet peak: "
               f"{peak.name if peak else 'unknown'}")  # fmt: skip
         for v, (dtype, layout, _) in VARIANTS.items():
+            if v not in pairs:
+                continue
             times = seconds[v]
             precision = "bf16" if dtype == torch.bfloat16 else "fp32"
             rate = sum(flops[layout]) / sum(times) / 1e12
@@ -183,7 +186,8 @@ def training_steps(name: str, args, overrides: list[str], peaks: dict[str, float
         val = session.validation_split
         losses = {
             v: teacher_forced_loss(pairs[v][0].model, val, settings)
-            for v in ("fp32", "bf16", "bf16 packed")
+            for v in ("fp32", "bf16", "bf16 packed", "fp32 packed")
+            if v in pairs
         }
         fp32 = losses["fp32"]
         against = ", ".join(
@@ -316,6 +320,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=40, help="timed steps per variant in (b)")
     parser.add_argument("--base-steps", type=int, default=20, help="the same, for the base model")
     parser.add_argument("--warmup", type=int, default=5, help="untimed first steps")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+                        help="the variants of (b), fp32 always among them")  # fmt: skip
     parser.add_argument("--budget-minutes", type=float, default=7.5)
     parser.add_argument("--compile-minutes", type=float, default=2.0, help="what (d) may take")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu (--quick: cpu)")
@@ -324,6 +330,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["small", "base", "c", "d"], nargs="*",
                         help="these parts only (b: small, base); (a) always runs")  # fmt: skip
     args = parser.parse_args(argv)
+    args.variants = ["fp32", *(v for v in args.variants if v != "fp32")]  # what (b) divides by
     if args.quick:
         args.steps, args.base_steps, args.warmup, args.device = 4, 3, 1, "cpu"
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
