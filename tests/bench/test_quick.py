@@ -154,7 +154,7 @@ def test_gpu_round(script, capsys, tmp_path):
     ]  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["outcomes"].values()) == {"ok"}
-    run = summary["tfm_train_runs"]["base packed"]
+    run = summary["tfm_train_runs"]["base_gpu"]
     assert run["log_lines"] == 2 and run["median_step_ms"] > 0 and run["median_tokens_per_s"] > 0
     assert len(summary["goals"]) == 6
     kernels = json.loads((out / "gpu_kernels.json").read_text())
