@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     minutes = f"{min(2.0, budget.left_s() / 60 - 0.3):.2f}"
     outcomes["gpu speed"] = run_part(
         "gpu speed", [*speed, "--warmup", "3", "--json", str(out / "gpu_speed.json"), "--only",
-                      "small", *([] if args.quick else ["base"]), "--budget-minutes", minutes],
+                      "small", *(["--variants", "fp32 packed"] if args.quick else ["base"]),
+                      "--budget-minutes", minutes],
         out / "gpu_speed.txt", budget, 150,
     )  # fmt: skip
     runs: dict = {}
