@@ -129,8 +129,9 @@ class Transformer(nn.Module):
         `project`, the decoder's output instead of logits (see `decode`).
 
         With `packed`, a packed batch (packing.py): src_ids (1, M) and tgt_ids (1, N) are its
-        real tokens in row-major order, and the result is (N, V) (or (N, D)), the kept
-        positions' of the padded batch, with nothing computed for padding."""
+        real tokens in row-major order, and the result is (N, V) (or (N, D)): what `keep` of
+        its real target positions gives for the padded batch, with nothing computed for
+        padding."""
         if packed is not None:
             return self._forward_packed(src_ids, tgt_ids, packed, project=project)
         return self.decode(tgt_ids, self.encode(src_ids), src_ids, keep=keep, project=project)
