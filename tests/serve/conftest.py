@@ -4,6 +4,7 @@ translator double whose decoding the test holds up and whose batches it sees."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -28,9 +29,10 @@ def translator(trained_run):
 
 @dataclass
 class HeldTranslator:
-    """A `Translator` double: each text's translation is the text upper-cased, n-best lists
-    score hypothesis k as -k; it waits for `release` before each call and records each call's
-    texts in `calls`."""
+    """A translator double (the methods of `LineTranslator` the server calls): each text's
+    translation is the text upper-cased, n-best lists score hypothesis k as -k; it waits for
+    `release` before each call, sleeps `seconds` a source in it, and records each call's texts
+    in `calls`. `failing`: an exception raised by a call whose texts hold the text "fail"."""
 
     config: object = None
     tokenizer: object = None
@@ -38,15 +40,21 @@ class HeldTranslator:
     engine: str = "torch"
     step: int | None = 7
     release: threading.Event = field(default_factory=threading.Event)
+    seconds: float = 0.0
+    failing: BaseException | None = None
     calls: list[list[str]] = field(default_factory=list)
 
-    def translate(self, texts, *, first_line=1, settings=None):
+    def best_of(self, texts, sources, settings, numbers):
         assert self.release.wait(60)
         self.calls.append(list(texts))
+        if self.failing is not None and "fail" in texts:
+            raise self.failing
+        time.sleep(self.seconds * len(texts))
         return [text.upper() for text in texts]
 
-    def nbest(self, texts, n_best, *, first_line=1, settings=None):
-        return [[(text, -float(k)) for k in range(n_best)] for text in self.translate(texts)]
+    def ranked_beams(self, texts, sources, settings, numbers):
+        found = self.best_of(texts, sources, settings, numbers)
+        return [[(text, -float(k)) for k in range(settings.beam_size)] for text in found]
 
 
 class WordTokenizer:
