@@ -1,5 +1,5 @@
-"""Fixtures of the server tests: the shared trained run opened as a `Translator`, and a
-translator double whose decoding the test holds up and whose batches it sees."""
+"""Fixtures of the server tests: the shared trained run opened as a `Translator` and as an int8
+export, and a translator double whose decoding the test holds up and whose batches it sees."""
 
 from __future__ import annotations
 
@@ -25,6 +25,17 @@ def one_thread():
 def translator(trained_run):
     """The shared trained run (tests/conftest.py), opened for decoding on the CPU."""
     return open_translator(DecodeRequest(run=trained_run, device="cpu", threads=1))
+
+
+@pytest.fixture(scope="module")
+def exported(trained_run, tmp_path_factory):
+    """The shared trained run exported to CTranslate2 with int8 weights, opened for decoding."""
+    pytest.importorskip("ctranslate2")
+    from tfm.deploy import export_run
+
+    folder = tmp_path_factory.mktemp("export") / "int8"
+    export_run(trained_run, folder, quantization="int8")
+    return open_translator(DecodeRequest(run=folder, threads=1))
 
 
 @dataclass

@@ -7,7 +7,8 @@ connection is closed `keep_alive_s` after an answer), `limit_concurrency` (at
 `h11_max_incomplete_event_size` (headers over 16 KiB are a 400) and
 `timeout_graceful_shutdown`. It has no timeout for a connection that sends nothing, or its
 headers a byte at a time: `GuardedH11` closes a connection whose request headers have not all
-arrived `read_timeout_s` after it opened or after its last answer, and closes at once the
+arrived `read_timeout_s` after it opened, or after their first byte once it was answered
+(until then the keep-alive decides how long it may stay idle), and closes at once the
 connections beyond `max_connections`, so that idle clients cannot take every file
 descriptor. The body has its own deadline (`tfm.serve.bodies`, 408).
 """
@@ -68,11 +69,8 @@ def guarded_protocol(limits: ServeLimits) -> type[H11Protocol]:
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:  # the headers are all in
                 self._disarm()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self._arm()  # the next request's headers have the same time
+            elif self.header_deadline is None:  # the first bytes of a request after an answer
+                self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()

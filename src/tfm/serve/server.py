@@ -48,7 +48,7 @@ def serve(
     with an address a client on this machine can use."""
     api_key = check_access(options)
     _require_web_stack()
-    limits = _within_file_limit(options.limits)
+    limits = within_file_limit(options.limits)
     listening = _listen(options.host, options.port)
     from tfm.commands.engines import open_translator
     from tfm.prediction.line_search import LineTranslator
@@ -124,7 +124,7 @@ def check_access(options: ServeOptions) -> str | None:
     return None
 
 
-def _within_file_limit(limits: ServeLimits) -> ServeLimits:
+def within_file_limit(limits: ServeLimits) -> ServeLimits:
     """`limits` as the open-file limit allows: each connection holds a file descriptor, and
     running out of them stops the server answering. The limit is raised (up to its hard
     limit) where it is below what `max_connections` needs; where it cannot be, fewer

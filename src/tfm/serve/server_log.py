@@ -88,7 +88,7 @@ def limited_log() -> Iterator[RepeatLimit]:
             logger.removeHandler(into)
             logger.propagate = propagate
         for line in limit.left_out():
-            tfm.info(line)
+            tfm.warning(line)
         for handler in tfm.handlers:
             handler.removeFilter(limit)
 
