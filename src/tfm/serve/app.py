@@ -172,6 +172,7 @@ async def _answer(
         ) from None
     except TimeoutError:
         job.abandoned = True
+        job.future.cancel()  # whatever the worker sends now, nobody takes
         raise ApiError(
             503,
             f"not answered within {limits.timeout_s:g} s; the server is "
