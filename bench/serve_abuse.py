@@ -4,7 +4,7 @@ the length of the server's log and its exit on SIGTERM.
 
     python bench/serve_abuse.py              # a toy run trained here (about a minute), 30 s a phase
     python bench/serve_abuse.py --run RUN    # a trained run and its test sentences
-    python bench/serve_abuse.py --quick      # a tiny toy run, 2 s a phase
+    python bench/serve_abuse.py --quick      # a tiny toy run, 1.5 s a phase
 
 One `tfm serve --port 0` process (the command as a user starts it: default limits, one thread)
 serves every phase. In each, the normal client sends the run's test sentences, one a request,
@@ -60,14 +60,14 @@ TOY = [  # the full run's model when no --run is given: the toy grammar learnt i
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, help="A trained run (default: a toy run trained here).")
-    parser.add_argument("--quick", action="store_true", help="A tiny toy run, 2 s a phase.")
+    parser.add_argument("--quick", action="store_true", help="A tiny toy run, 1.5 s a phase.")
     parser.add_argument("--seconds", type=float, default=30, help="Seconds a phase.")
     parser.add_argument("--idle", type=int, default=1000, help="Idle connections held.")
     parser.add_argument("--heavy", type=int, default=10, help="Clients sending heavy requests.")
     parser.add_argument("--malformed", type=float, default=100, help="Malformed requests a second.")
     args = parser.parse_args(argv)
     if args.quick:
-        args.seconds = 2
+        args.seconds = 1.5
     with tempfile.TemporaryDirectory() as scratch:
         run, sentences = _run_and_sentences(args, Path(scratch))
         log_file = Path(scratch) / "serve.log"
@@ -103,7 +103,9 @@ def _serve_and_abuse(run: Path, sentences: list[str], log_file: Path, args) -> t
         if not address.startswith("http://"):
             sys.exit(f"tfm serve did not start: {log_file.read_text(encoding='utf-8')}")
         port = int(address.rsplit(":", 1)[1])
-        heavy = _heaviest(run, sentences, _get(port, "/info")["limits"])
+        heavy, tokens = _heaviest(run, sentences, _get(port, "/info")["limits"])
+        print(f"# the heaviest request: {len(heavy['sentences'])} sentences, {tokens:,} source "
+              f"tokens, beam {heavy['beam_size']}; {len(sentences)} normal sentences")  # fmt: skip
         _normal(port, sentences, 1.0)  # warm-up: the first calls are slow
         abuses = {"none": None, "idle": _idle, "heavy": _heavy, "malformed": _malformed}
         rows = [_phase(name, abuse, port, sentences, heavy, args) for name, abuse in abuses.items()]
@@ -235,10 +237,10 @@ def _broken() -> dict[str, tuple[bytes, bool]]:
     }
 
 
-def _heaviest(run: Path, sentences: list[str], limits: dict) -> dict:
-    """The heaviest request `limits` allow: sentences of max_tokens / max_sentences tokens
-    (each with its </s>), as many as max_tokens holds, at the widest beam max_beam_tokens
-    allows for them."""
+def _heaviest(run: Path, sentences: list[str], limits: dict) -> tuple[dict, int]:
+    """The heaviest request `limits` allow, and its source tokens: sentences of max_tokens /
+    max_sentences tokens (each with its </s>), as many as max_tokens holds, at the widest beam
+    max_beam_tokens allows for them."""
     from tfm.api import Tokenizer
 
     tokenizer = Tokenizer.load(run)
@@ -258,7 +260,7 @@ def _heaviest(run: Path, sentences: list[str], limits: dict) -> dict:
         heavy.append(text)
         total += tokens(text)
     beam = min(limits["max_beam_size"], max(limits["max_beam_tokens"] // total, 1))
-    return {"sentences": heavy, "beam_size": beam}
+    return {"sentences": heavy, "beam_size": beam}, total
 
 
 def _post(connection: HTTPConnection, body: dict) -> tuple[int, dict]:

@@ -47,7 +47,7 @@ class ServeLimits:
     )
     batch_wait_ms: float = _limit(5.0, 0.0, "Milliseconds to gather requests into one batch.")
     batch_tokens: int = _limit(
-        2000,
+        4000,
         1,
         "Beam size × source tokens in one batch: a heavy request is decoded in slices "
         "of this size, between which lighter requests go first.",

@@ -39,6 +39,13 @@ class RepeatLimit(logging.Filter):
         self.kinds: dict[tuple[str, str], _Kind] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
+        decided = getattr(record, "repeat_limit_shown", None)  # by this filter on another handler
+        if decided is not None:
+            return bool(decided)
+        record.repeat_limit_shown = shown = self._shown(record)
+        return shown
+
+    def _shown(self, record: logging.LogRecord) -> bool:
         now = self.clock()
         kind = self.kinds.setdefault(_key(record), _Kind(now))
         if now - kind.start >= self.window_s:
