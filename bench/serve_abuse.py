@@ -13,8 +13,8 @@ each once the previous one is answered, for `--seconds`, while the abuse runs:
 - idle: `--idle` connections (1,000) opened and held without sending a byte; those the server
   closes (its read timeout) are opened again at once;
 - heavy: `--heavy` clients (10), each sending, one after another, the heaviest request the
-  server's limits allow (read from /info: as many sentences of max_tokens / max_sentences tokens
-  as max_tokens holds, at the beam that makes max_beam_tokens);
+  server's limits allow (read from /info: max_sentences sentences of max_tokens / max_sentences
+  tokens, at the beam that makes max_beam_tokens);
 - malformed: `--malformed` requests a second (100), each on a new connection, in turn broken
   JSON, a lone surrogate, JSON nested 2,000 deep, a form, a latin-1 charset, another Host, a
   body over the limit, a body cut short, bytes that are not HTTP, headers cut short.
@@ -238,9 +238,9 @@ def _broken() -> dict[str, tuple[bytes, bool]]:
 
 
 def _heaviest(run: Path, sentences: list[str], limits: dict) -> tuple[dict, int]:
-    """The heaviest request `limits` allow, and its source tokens: sentences of max_tokens /
-    max_sentences tokens (each with its </s>), as many as max_tokens holds, at the widest beam
-    max_beam_tokens allows for them."""
+    """The heaviest request `limits` allow, and its source tokens: max_sentences sentences of
+    the test sentences' words, each as many as fit in max_tokens / max_sentences tokens (with
+    its </s>), at the widest beam max_beam_tokens allows for them."""
     from tfm.api import Tokenizer
 
     tokenizer = Tokenizer.load(run)
@@ -249,11 +249,12 @@ def _heaviest(run: Path, sentences: list[str], limits: dict) -> tuple[dict, int]
         return len(tokenizer.encode_src([text])[0]) + 1
 
     per = limits["max_tokens"] // limits["max_sentences"]
-    pool, heavy, total = itertools.cycle(sentences), [], 0
-    while len(heavy) < limits["max_sentences"]:
-        text = next(pool)
+    words = itertools.cycle(" ".join(sentences).split())
+    heavy, total = [], 0
+    for _ in range(limits["max_sentences"]):
+        text = next(words)
         while True:
-            longer = f"{text} {next(pool)}"
+            longer = f"{text} {next(words)}"
             if tokens(longer) > per or len(longer) > limits["max_chars"]:
                 break
             text = longer
