@@ -74,6 +74,7 @@ def sentence_attention(
     """Translate `sentence` and return the `kind` attention weights of every layer and head."""
     check_kind(kind)
     views = attention_views(model, tokenizer, sentence, max_len_a=max_len_a, max_len_b=max_len_b)
+    log.info("%s -> %s", views[kind].source, views[kind].translation)
     return views[kind]
 
 
@@ -85,7 +86,8 @@ def attention_views(
     max_len_a: float = 1.5,
     max_len_b: float = 10,
 ) -> dict[str, AttentionView]:
-    """Translate `sentence` once and return every kind of its attention weights, by kind."""
+    """Translate `sentence` once and return every kind of its attention weights, by kind.
+    Logs nothing of the sentence: a server calls it with what its users type."""
     if not sentence.strip():
         raise UsageError("the sentence is empty; give the text to translate")
     model.eval()
@@ -113,7 +115,6 @@ def attention_views(
         "cross": (tokenizer.tgt_pieces(produced), source_tokens),
     }
     translation = tokenizer.decode_tgt([tokens])[0]
-    log.info("%s -> %s", sentence.strip(), translation)
     return {
         kind: AttentionView(
             kind,
