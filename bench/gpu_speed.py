@@ -84,11 +84,12 @@ BASE = [
 QUICK_BASE = [*QUICK, "model.d_model=64", "model.d_ff=128", "train.max_tokens=1200"]
 # A short warm-up to a moderate peak, so that a few dozen steps move the validation loss.
 SCHEDULE = ["train.warmup_steps=100", "train.lr=0.001"]
-VARIANTS = {  # name: (dtype, static shapes)
-    "fp32": (torch.float32, False),
-    "fp32 static": (torch.float32, True),
-    "bf16": (torch.bfloat16, False),
-    "bf16 static": (torch.bfloat16, True),
+VARIANTS = {  # name: (dtype, train.layout, static shapes)
+    "fp32": (torch.float32, "padded", False),
+    "fp32 packed": (torch.float32, "packed", False),
+    "bf16": (torch.bfloat16, "padded", False),
+    "bf16 packed": (torch.bfloat16, "packed", False),
+    "bf16 static": (torch.bfloat16, "padded", True),
 }
 
 
@@ -129,18 +130,22 @@ def matmul_peaks(device: torch.device, args) -> dict[str, float]:
 
 
 def training_steps(name: str, args, overrides: list[str], peaks: dict[str, float]) -> dict:
-    """(b) for one model: the four variants, alternating over the same batches."""
+    """(b) for one model: the variants asked for, alternating over the same batches."""
     figures: dict = {}
     with training_session(args, overrides) as (session, _):
         initial = copy.deepcopy(session.model.state_dict())
         pairs = {
-            v: twin(session, initial, dtype, static_shapes=static)
-            for v, (dtype, static) in VARIANTS.items()
+            v: twin(session, initial, dtype, layout=layout, static_shapes=static)
+            for v, (dtype, layout, static) in VARIANTS.items()
+            if v in args.variants
         }
         batches = first_batches(session, args.warmup + args.steps)
         timed = batches[args.warmup :]
         tokens = sum(b.n_tgt_tokens for b in timed)
-        flops = [step_flops(session.model_args, [b]) for b in timed]
+        flops = {  # what each layout computes: a packed step no padding
+            layout: [step_flops(session.model_args, [b], packed=layout == "packed") for b in timed]
+            for layout in ("padded", "packed")
+        }
         seconds: dict[str, list[float]] = collections.defaultdict(list)
         for k, batch in enumerate(batches):
             for v in list(pairs)[:: 1 if k % 2 == 0 else -1]:
@@ -151,12 +156,15 @@ def training_steps(name: str, args, overrides: list[str], peaks: dict[str, float
         parameters = sum(p.numel() for p in session.model.parameters())
         print(f"(b) {name} model, {parameters / 1e6:.1f}M parameters, on {session.device.type}: "
               f"{len(timed)} timed steps after {args.warmup}, {tokens / len(timed):.0f} real "
-              f"target tokens and {sum(flops) / len(timed) / 1e12:.3f} model TFLOP a step; "
-              f"datasheet peak: {peak.name if peak else 'unknown'}")  # fmt: skip
-        for v in VARIANTS:
+              f"target tokens and {sum(flops['padded']) / len(timed) / 1e12:.3f} model TFLOP a "
+              f"step ({sum(flops['packed']) / len(timed) / 1e12:.3f} packed); datasheet peak: "
+              f"{peak.name if peak else 'unknown'}")  # fmt: skip
+        for v, (dtype, layout, _) in VARIANTS.items():
+            if v not in pairs:
+                continue
             times = seconds[v]
-            precision = "bf16" if VARIANTS[v][0] == torch.bfloat16 else "fp32"
-            rate = sum(flops) / sum(times) / 1e12
+            precision = "bf16" if dtype == torch.bfloat16 else "fp32"
+            rate = sum(flops[layout]) / sum(times) / 1e12
             ratios = [b / t for b, t in zip(seconds["fp32"], times, strict=True)]
             row = {
                 "median_step_ms": 1e3 * statistics.median(times),
@@ -167,7 +175,7 @@ def training_steps(name: str, args, overrides: list[str], peaks: dict[str, float
             }
             datasheet = ""
             if peak is not None:
-                row["mfu_datasheet"] = rate / peak.tflops(VARIANTS[v][0])
+                row["mfu_datasheet"] = rate / peak.tflops(dtype)
                 datasheet = f", MFU {100 * row['mfu_datasheet']:.1f}% of the datasheet {precision}"
             print(f"  {v:>11}: median {row['median_step_ms']:7.1f} ms, "
                   f"{row['tokens_per_s']:9.0f} tokens/s, {rate:8.3f} TFLOP/s{datasheet}, "
@@ -177,11 +185,18 @@ def training_steps(name: str, args, overrides: list[str], peaks: dict[str, float
         settings = DecodeSettings.from_config(session.config.decoding, session.device, "float32")
         val = session.validation_split
         losses = {
-            v: teacher_forced_loss(pairs[v][0].model, val, settings) for v in ("fp32", "bf16")
+            v: teacher_forced_loss(pairs[v][0].model, val, settings)
+            for v in ("fp32", "bf16", "bf16 packed", "fp32 packed")
+            if v in pairs
         }
-        fp32, bf16 = losses["fp32"], losses["bf16"]
+        fp32 = losses["fp32"]
+        against = ", ".join(
+            f"{v} {loss:.4f} ({100 * (loss - fp32) / fp32:+.2f}%)"
+            for v, loss in losses.items()
+            if v != "fp32"
+        )
         print(f"  validation loss after {len(batches)} steps (scored in fp32): fp32 {fp32:.4f}, "
-              f"bf16 {bf16:.4f} ({100 * (bf16 - fp32) / fp32:+.2f}%)")  # fmt: skip
+              f"{against}")  # fmt: skip
         figures["validation_loss"] = losses
     return figures
 
@@ -205,11 +220,16 @@ def recipe(args, runs: Path, small: dict, clock: Clock) -> dict:
         result = train(config, progress_bar=False)
     wall = time.perf_counter() - start
     step_ms = small.get("fp32", {}).get("median_step_ms", float("nan"))
-    figures = {"steps": result.steps, "wall_s": wall, "steps_s": result.steps * step_ms / 1e3}
+    figures = {
+        "steps": result.steps,
+        "wall_s": wall,
+        "steps_s": result.steps * step_ms / 1e3,
+        "training_s": training_seconds(run / "metrics.jsonl"),
+    }
     print(f"(c) the de→en recipe ({'toy' if args.quick else 'configs/multi30k_gpu.yaml'}): "
           f"{result.steps} steps ({result.stopped_because}) in {wall:.1f} s of wall time, "
-          f"validation included; {figures['steps_s']:.1f} s of steps at (b)'s median "
-          f"{step_ms:.1f} ms")  # fmt: skip
+          f"validation included; its steps took {figures['training_s']:.1f} s by its log "
+          f"({figures['steps_s']:.1f} s at (b)'s median {step_ms:.1f} ms)")  # fmt: skip
     for name, search in (("greedy", {"strategy": "greedy"}), ("beam 5", {"beam_size": 5})):
         with contextlib.chdir(runs):
             scores, _ = evaluate_run(open_translator(DecodeRequest(run=run, search=search)))
@@ -222,6 +242,18 @@ def recipe(args, runs: Path, small: dict, clock: Clock) -> dict:
               f"{scores['bleu_lowercase']:.2f}), {scores['sentences_per_second']:.0f} "
               "sentences/s")  # fmt: skip
     return figures
+
+
+def training_seconds(metrics: Path) -> float:
+    """The training time a run's log lines count (validation and checkpoints left out): each
+    line's mean step time `step_ms` times the steps since the line before."""
+    seconds, last_step = 0.0, 0
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if "step_ms" in event:
+            seconds += event["step_ms"] / 1e3 * (event["step"] - last_step)
+            last_step = event["step"]
+    return seconds
 
 
 def compiled_static(args) -> dict:
@@ -287,6 +319,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=40, help="timed steps per variant in (b)")
     parser.add_argument("--base-steps", type=int, default=20, help="the same, for the base model")
     parser.add_argument("--warmup", type=int, default=5, help="untimed first steps")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+                        help="the variants of (b), fp32 always among them")  # fmt: skip
     parser.add_argument("--budget-minutes", type=float, default=7.5)
     parser.add_argument("--compile-minutes", type=float, default=2.0, help="what (d) may take")
     parser.add_argument("--device", default="cuda", help="cuda, or cpu (--quick: cpu)")
@@ -295,6 +329,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=["small", "base", "c", "d"], nargs="*",
                         help="these parts only (b: small, base); (a) always runs")  # fmt: skip
     args = parser.parse_args(argv)
+    args.variants = ["fp32", *(v for v in args.variants if v != "fp32")]  # what (b) divides by
     if args.quick:
         args.steps, args.base_steps, args.warmup, args.device = 4, 3, 1, "cpu"
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")

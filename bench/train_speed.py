@@ -184,15 +184,17 @@ def twin(
     *,
     compile: bool = False,
     static_shapes: bool = False,
+    layout: str = "padded",
 ) -> tuple[Session, DataParallel]:
     """A fresh copy of the session's model and optimizer from `initial` weights, in `dtype`,
     its training steps compiled when `compile`, its batches padded to static shapes when
-    `static_shapes`."""
+    `static_shapes`, given to the model in `layout` (`train.layout`)."""
     model = copy.deepcopy(session.model)
     model.load_state_dict(initial)
     config = session.config.model_copy(deep=True)
     config.train.compile = compile
     config.train.static_shapes = static_shapes
+    config.train.layout = layout
     copy_ = dataclasses.replace(
         session, config=config, model=model, optimizer=build_optimizer(model, config),
         dtype=dtype, progress=Progress(), unread=UnreadSteps(),

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import json
 import logging
 import os
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -121,6 +123,56 @@ def _command(body: Callable[..., int | None]) -> Callable[..., None]:
             raise typer.Exit(code)
 
     return run
+
+
+def _option_group(
+    keyword: str, options: dict[str, Any], defaults: dict[str, object] | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A decorator: the command `body`'s own options followed by `options`, which `body`
+    receives as one dict (keyword `keyword`), each at its value in `defaults` (None unless
+    given)."""
+
+    def decorate(body: Callable[..., None]) -> Callable[..., None]:
+        own = [p for p in inspect.signature(body).parameters.values() if p.name != keyword]
+        group = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                              default=(defaults or {}).get(name), annotation=option)
+            for name, option in options.items()
+        ]  # fmt: skip
+
+        @functools.wraps(body)
+        def run(**given) -> None:
+            grouped = {name: given.pop(name) for name in options}
+            return body(**given, **{keyword: grouped})
+
+        hints = typing.get_type_hints(body, include_extras=True)
+        run.__annotations__ = {**{p.name: hints[p.name] for p in own}, **options}
+        run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [p.replace(annotation=hints[p.name]) for p in own] + group, return_annotation=None
+        )
+        return run
+
+    return decorate
+
+
+def _serve_limit_options() -> tuple[dict[str, Any], dict[str, object]]:
+    """An option of `tfm serve` for each of its limits, and their defaults
+    (`tfm.serve.request_limits`, where each limit is defined)."""
+    from dataclasses import fields
+
+    from tfm.serve.request_limits import ServeLimits, option_name
+
+    limits = fields(ServeLimits)
+    options = {
+        limit.name: Annotated[
+            type(limit.default),
+            typer.Option(
+                option_name(limit.name), min=limit.metadata["min"], help=limit.metadata["help"]
+            ),
+        ]  # fmt: skip
+        for limit in limits
+    }
+    return options, {limit.name: limit.default for limit in limits}
 
 
 def _too_long(path: Path) -> str:
@@ -346,6 +398,7 @@ def rerank_sweep(
 
 @app.command()
 @_command
+@_option_group("limits", *_serve_limit_options())
 def serve(
     ctx: typer.Context,
     run: RunOption = None,
@@ -361,6 +414,10 @@ def serve(
     no_auth: Annotated[
         bool, typer.Option("--no-auth", help="Serve another --host without a key.")
     ] = False,
+    log_text: Annotated[
+        bool,
+        typer.Option("--log-text", help="Log what each request says and its answer (INFO)."),
+    ] = False,
     device: DeviceOption = None,
     strategy: StrategyOption = None,
     beam_size: BeamOption = None,
@@ -370,17 +427,7 @@ def serve(
     top_p: TopPOption = None,
     seed: SeedOption = None,
     threads: ThreadsOption = None,
-    max_sentences: Annotated[int, typer.Option(min=1, help="Sentences a request.")] = 64,
-    max_chars: Annotated[int, typer.Option(min=1, help="Characters a sentence.")] = 1000,
-    max_queue: Annotated[
-        int, typer.Option(min=1, help="Requests waiting; more are refused (503).")
-    ] = 256,
-    timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds a request may take before a 503.")
-    ] = 30.0,
-    batch_wait_ms: Annotated[
-        float, typer.Option(min=0.0, help="Milliseconds to gather requests into one batch.")
-    ] = 5.0,
+    limits: dict | None = None,
 ) -> None:
     """Serve a run or export over HTTP: the page at /, POST /translate and /attention, GET /info
     and /health. Prints the address on stdout once it listens; Ctrl-C or SIGTERM stop it."""
@@ -389,10 +436,8 @@ def serve(
     from tfm.serve.server import serve as serve_run
 
     request = _decode_request(ctx)
-    limits = ServeLimits(max_sentences=max_sentences, max_chars=max_chars, max_queue=max_queue,
-                         timeout_s=timeout, batch_wait_ms=batch_wait_ms)  # fmt: skip
     options = ServeOptions(host=host, port=port, api_key_file=api_key_file, no_auth=no_auth,
-                           limits=limits)  # fmt: skip
+                           log_text=log_text, limits=ServeLimits(**(limits or {})))  # fmt: skip
     serve_run(request, options, on_ready=lambda address: _write_lines([address]))
 
 

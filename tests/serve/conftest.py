@@ -1,9 +1,10 @@
-"""Fixtures of the server tests: the shared trained run opened as a `Translator`, and a
-translator double whose decoding the test holds up and whose batches it sees."""
+"""Fixtures of the server tests: the shared trained run opened as a `Translator` and as an int8
+export, and a translator double whose decoding the test holds up and whose batches it sees."""
 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -25,11 +26,23 @@ def translator(trained_run):
     return open_translator(DecodeRequest(run=trained_run, device="cpu", threads=1))
 
 
+@pytest.fixture(scope="module")
+def exported(trained_run, tmp_path_factory):
+    """The shared trained run exported to CTranslate2 with int8 weights, opened for decoding."""
+    pytest.importorskip("ctranslate2")
+    from tfm.deploy import export_run
+
+    folder = tmp_path_factory.mktemp("export") / "int8"
+    export_run(trained_run, folder, quantization="int8")
+    return open_translator(DecodeRequest(run=folder, threads=1))
+
+
 @dataclass
 class HeldTranslator:
-    """A `Translator` double: each text's translation is the text upper-cased, n-best lists
-    score hypothesis k as -k; it waits for `release` before each call and records each call's
-    texts in `calls`."""
+    """A translator double (the methods of `Translator` the server calls): each text's
+    translation is the text upper-cased, n-best lists score hypothesis k as -k; it waits for
+    `release` before each call, sleeps `seconds` a source in it, and records each call's texts
+    in `calls`. `failing`: an exception raised by a call whose texts hold the text "fail"."""
 
     config: object = None
     tokenizer: object = None
@@ -38,15 +51,22 @@ class HeldTranslator:
     shows_attention: bool = False
     step: int | None = 7
     release: threading.Event = field(default_factory=threading.Event)
+    seconds: float = 0.0
+    failing: BaseException | None = None
     calls: list[list[str]] = field(default_factory=list)
 
-    def translate(self, texts, *, first_line=1, settings=None):
+    def best_of(self, texts, sources, settings, numbers):
         assert self.release.wait(60)
         self.calls.append(list(texts))
+        if self.failing is not None and "fail" in texts:
+            raise self.failing
+        time.sleep(self.seconds * len(texts))
         return [text.upper() for text in texts]
 
-    def nbest(self, texts, n_best, *, first_line=1, settings=None):
-        return [[(text, -float(k)) for k in range(n_best)] for text in self.translate(texts)]
+    def ranked_beams(self, texts, sources, settings, numbers, n_best=1):
+        found = self.best_of(texts, sources, settings, numbers)
+        hypotheses = settings.strategy.hypotheses(n_best)
+        return [[(text, -float(k)) for k in range(hypotheses)] for text in found]
 
 
 class WordTokenizer:

@@ -15,6 +15,9 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
+from tfm.serve.connections import uvicorn_config
+from tfm.serve.request_limits import ServeLimits
+
 TIMEOUT_S = 60  # no request of a test waits longer
 
 
@@ -53,14 +56,14 @@ def call(
 
 
 @contextlib.contextmanager
-def served(app) -> Iterator[str]:
-    """`app` served by uvicorn in a thread on 127.0.0.1 (a free port), its lifespan run; yields
-    the base URL and stops the server (waiting for its requests) on leaving."""
+def served(app, limits: ServeLimits | None = None) -> Iterator[str]:
+    """`app` served by uvicorn in a thread on 127.0.0.1 (a free port), as `tfm serve` serves it
+    under `limits` (the limits `app` was made with; default: the defaults), its lifespan run;
+    yields the base URL and stops the server (waiting for its requests) on leaving."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
-    config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, limits or ServeLimits()))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + TIMEOUT_S

@@ -20,7 +20,7 @@ LIMITS = ServeLimits(max_body_bytes=2000, max_sentences=4, max_chars=80, timeout
 
 @pytest.fixture(scope="module")
 def server(translator):
-    with served(create_app(translator, LIMITS)) as base:
+    with served(create_app(translator, LIMITS), LIMITS) as base:
         yield base
 
 
@@ -71,6 +71,30 @@ def test_a_request_samples_with_its_seed_as_the_library_does(server, translator)
     assert max(len(hypotheses) for hypotheses in found["n_best"]) > 1
 
 
+def test_a_seeded_request_draws_the_same_samples_beside_another_request(translator):
+    body = {"sentences": SENTENCES[:2], "n_best": 3, "temperature": 1.5, "seed": 4}
+    asked = {"temperature": 1.5, "seed": 4}
+    settings = translator.settings.asking(translator.config.decoding, asked, n_best=3)
+    library = translator.nbest(SENTENCES[:2], 3, settings=settings)
+    expected = [[text for text, _ in hypotheses] for hypotheses in library]
+    tokens = sum(len(ids) + 1 for ids in translator.tokenizer.encode_src(SENTENCES[:2]))
+    # One batch holds the seeded request's work: beside another request's, it would be sliced.
+    limits = ServeLimits(batch_tokens=3 * tokens, batch_wait_ms=300)
+    answers: dict = {}
+
+    def light() -> None:
+        answers["light"] = call(base, "POST", "/translate", {"sentences": ["a dog"]})
+
+    with served(create_app(translator, limits), limits) as base:
+        first = threading.Thread(target=light)
+        first.start()
+        time.sleep(0.05)  # the light request first: it takes a share of the batch it is in
+        found = call(base, "POST", "/translate", body).json()
+        first.join(30)
+    assert answers["light"].status == 200
+    assert [[h["translation"] for h in hypotheses] for hypotheses in found["n_best"]] == expected
+
+
 def test_attention_holds_every_kind_layer_and_head_of_the_library(server, translator):
     sentence = SENTENCES[0]
     found = call(server, "POST", "/attention", {"sentence": sentence}).json()
@@ -88,11 +112,11 @@ def test_attention_holds_every_kind_layer_and_head_of_the_library(server, transl
 
 BAD = [  # (why, body as bytes, content type, status, start of the error)
     ("over the body limit", b'{"sentences": ["' + b"a" * 3000 + b'"]}', None, 413,
-     "the body is over 2000 bytes"),
+     "the body is over 2,000 bytes (--max-body-bytes)"),
     ("too many sentences", b'{"sentences": ["a", "b", "c", "d", "e"]}', None, 413,
-     "sentences: 5 given, at most 4 a request"),
+     "5 sentences; at most 4 a request (--max-sentences)"),
     ("a sentence too long", b'{"sentences": ["' + b"a" * 81 + b'"]}', None, 413,
-     "sentences.0: 81 characters, at most 80"),
+     "the sentence has 81 characters; at most 80 a sentence (--max-chars)"),
     ("invalid JSON", b'{"sentences": [', None, 400, "invalid JSON: Expecting value (line 1"),
     ("invalid UTF-8", b'{"sentences": ["\xff"]}', None, 400,
      "the body is not valid UTF-8 (byte 17)"),
@@ -128,10 +152,12 @@ def test_a_bad_request_gets_its_status_and_a_one_line_error(server, why, raw, me
 
 def test_attention_limits_and_unknown_paths_and_methods(server):
     answer = call(server, "POST", "/attention", {"sentence": "a" * 81})
-    assert (answer.status, answer.json()["error"]) == (413, "sentence: 81 characters, at most 80")
+    assert (answer.status, answer.json()["error"]) == (
+        413, "the sentence has 81 characters; at most 80 a sentence (--max-chars)"
+    )  # fmt: skip
     answer = call(server, "POST", "/attention", {"sentence": "  "})
     assert answer.status == 422
-    assert answer.json()["error"] == "sentence: empty; give the text to translate"
+    assert answer.json()["error"] == "the sentence is empty; give the text to translate"
     assert call(server, "POST", "/attention", {"sentences": ["a"]}).status == 422
     assert call(server, "GET", "/etc/passwd").json() == {"error": "Not Found"}
     assert call(server, "GET", "/page/..%2Fapp.py").status == 404
@@ -140,7 +166,7 @@ def test_attention_limits_and_unknown_paths_and_methods(server):
 
 def test_the_api_key_is_needed_for_the_model_but_not_for_health_or_the_page(translator):
     key = "k" * 24
-    with served(create_app(translator, LIMITS, api_key=key)) as base:
+    with served(create_app(translator, LIMITS, api_key=key), LIMITS) as base:
         for headers in ({}, {"Authorization": "Bearer " + "x" * 24}, {"Authorization": key}):
             answer = call(base, "POST", "/translate", {"sentences": ["a"]}, headers=headers)
             assert answer.status == 401 and answer.headers["www-authenticate"] == "Bearer"
@@ -156,7 +182,7 @@ def test_the_api_key_is_needed_for_the_model_but_not_for_health_or_the_page(tran
 
 def test_requests_that_arrive_together_are_decoded_as_one_batch(held):
     limits = ServeLimits(batch_wait_ms=200)
-    with served(create_app(held, limits)) as base:
+    with served(create_app(held, limits), limits) as base:
         answers: dict[int, object] = {}
 
         def ask(i: int) -> None:
@@ -175,23 +201,15 @@ def test_requests_that_arrive_together_are_decoded_as_one_batch(held):
     assert len(held.calls) < 6 and sum(len(c) for c in held.calls) == 12
 
 
-def _in_thread(base: str, text: str, results: list) -> threading.Thread:
-    thread = threading.Thread(
-        target=lambda: results.append(call(base, "POST", "/translate", {"sentences": [text]}))
-    )
+def in_thread(base: str, text: str, results: list, **options) -> threading.Thread:
+    """A request for `text` sent from a thread; its answer goes into `results`."""
+    body = {"sentences": [text], **options}
+    thread = threading.Thread(target=lambda: results.append(call(base, "POST", "/translate", body)))
     thread.start()
     return thread
 
 
-def _hold_the_worker(app, base: str, text: str, results: list) -> threading.Thread:
-    """A request for `text`, sent from a thread, once the worker has taken it (and holds it)."""
-    jobs = app.state.worker.jobs
-    thread = _in_thread(base, text, results)
-    _wait_until(lambda: jobs.unfinished_tasks == 1 and jobs.qsize() == 0)
-    return thread
-
-
-def _wait_until(condition) -> None:
+def wait_until(condition) -> None:
     deadline = time.monotonic() + 10
     while not condition():
         assert time.monotonic() < deadline
@@ -199,16 +217,18 @@ def _wait_until(condition) -> None:
 
 
 def test_a_full_queue_answers_503_with_retry_after(held):
-    app = create_app(held, ServeLimits(max_queue=1, batch_wait_ms=0))
-    jobs = app.state.worker.jobs
+    limits = ServeLimits(max_queue=2, batch_wait_ms=0)
+    app = create_app(held, limits)
+    worker = app.state.worker
     results: list = []
-    with served(app) as base:
-        first = _hold_the_worker(app, base, "one", results)
-        second = _in_thread(base, "two", results)
-        _wait_until(lambda: jobs.qsize() == 1)  # "two" waits: the queue is full
+    with served(app, limits) as base:
+        first = in_thread(base, "one", results)
+        wait_until(lambda: worker.active)  # the worker holds "one"
+        second = in_thread(base, "two", results)
+        wait_until(lambda: worker.pending == 2)  # "two" waits: the queue is full
         refused = call(base, "POST", "/translate", {"sentences": ["three"]})
         assert refused.status == 503 and refused.headers["retry-after"] == "1"
-        busy = "the server is busy (1 requests waiting); try again shortly"
+        busy = "the server is busy (2 requests waiting); try again shortly"
         assert refused.json()["error"] == busy
         held.release.set()
         first.join(30)
@@ -217,10 +237,12 @@ def test_a_full_queue_answers_503_with_retry_after(held):
 
 
 def test_a_request_not_answered_in_time_gets_503_and_is_not_decoded_later(held):
-    app = create_app(held, ServeLimits(timeout_s=0.5, batch_wait_ms=0))
+    limits = ServeLimits(timeout_s=0.5, batch_wait_ms=0)
+    app = create_app(held, limits)
     results: list = []
-    with served(app) as base:
-        first = _hold_the_worker(app, base, "started", results)
+    with served(app, limits) as base:
+        first = in_thread(base, "started", results)
+        wait_until(lambda: app.state.worker.active)
         waiting = call(base, "POST", "/translate", {"sentences": ["waiting"]})
         first.join(30)
         held.release.set()

@@ -1,6 +1,9 @@
 """The page at / in a real browser (headless Chromium, driven by Selenium): it translates what
 is typed, and its heatmap shows the weights of /attention for the layer, head and kind chosen,
-in the colours of `tfm attention`. Skipped where Chromium or its driver is not installed.
+in the colours of `tfm attention`, with byte-fallback tokens as characters and a note when
+they are not of the translation shown; an error clears what an earlier sentence showed, and
+an emptied box clears the error; with an export the attention panel says why it is empty.
+Skipped where Chromium or its driver is not installed.
 
 The page is shown on a tiny 2+2-layer run trained here in seconds (or the run in TFM_SERVE_RUN);
 with TFM_SERVE_SCREENSHOT=FILE the test saves its screenshot there (docs/serve.png is one)."""
@@ -19,6 +22,7 @@ from http_client import call, served
 from tfm.commands.engines import open_translator
 from tfm.prediction.settings import DecodeRequest
 from tfm.serve.app import create_app
+from tfm.serve.request_limits import ServeLimits
 from tfm.training import train
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -41,6 +45,16 @@ def layered(tmp_path_factory):
         shape = {"n_encoder_layers": 2, "n_decoder_layers": 2, "n_heads": 4}
         train(tiny_config(run, max_steps=30, model=shape, decoding={"max_len_b": 4}),
               progress_bar=False)  # fmt: skip
+    return open_translator(DecodeRequest(run=run, device="cpu", threads=1))
+
+
+@pytest.fixture(scope="module")
+def with_bytes(tmp_path_factory):
+    """A tiny translator whose tokenizer spells the characters it never saw in bytes."""
+    run = tmp_path_factory.mktemp("bytes") / "run"
+    tokens = {"byte_fallback": True, "vocab_size": 400}
+    train(tiny_config(run, max_steps=10, tokenizer=tokens, decoding={"max_len_b": 4}),
+          progress_bar=False)  # fmt: skip
     return open_translator(DecodeRequest(run=run, device="cpu", threads=1))
 
 
@@ -119,3 +133,85 @@ def test_the_page_translates_and_shows_the_attention_of_the_chosen_head(layered,
         assert browser.find_element(By.ID, "status").text == ""
         shot = Path(os.environ.get("TFM_SERVE_SCREENSHOT") or tmp_path / "serve.png")
         assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def text_of(driver, element_id: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.ID, element_id).get_attribute("textContent")
+
+
+def enter(driver, sentence: str) -> None:
+    """`sentence` typed into the emptied box, then Enter."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.ID, "source")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.BACKSPACE, sentence, Keys.ENTER)
+
+
+def test_the_page_names_bytes_notes_the_beam_and_clears_old_results_and_errors(with_bytes, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.select import Select
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    limits = ServeLimits(max_chars=60)
+    sentence = "the dog sees the cat €"  # € was never seen: three byte tokens
+    [greedy] = with_bytes.translate([sentence])
+    wider = with_bytes.settings.asking(with_bytes.config.decoding, {"beam_size": 4})
+    [beam] = with_bytes.translate([sentence], settings=wider)
+    with served(create_app(with_bytes, limits), limits) as base:
+        browser.get(base + "/")
+        wait.until(lambda d: "→" in text_of(d, "model-info"))
+        enter(browser, sentence)
+        wait.until(lambda d: d.find_element(By.ID, "heatmap").get_attribute("data-view"))
+        assert text_of(browser, "translation") == greedy
+        heads = browser.find_elements(By.CSS_SELECTOR, "#heatmap thead th")
+        tokens = [th.get_attribute("textContent") for th in heads]
+        assert tokens[-4:] == ["€ 1/3", "€ 2/3", "€ 3/3", "</s>"]
+        assert not [token for token in tokens if "<0x" in token]
+        same = "These are the weights of the translation shown above (greedy search finds it too)."
+        assert text_of(browser, "attention-note") == same
+
+        Select(browser.find_element(By.ID, "beam-size")).select_by_visible_text("4")
+        wait.until(lambda d: text_of(d, "translation") == beam)
+        differs = "These are the weights of greedy search's translation; beam search's, shown " \
+            "above, differs."  # fmt: skip
+        wait.until(lambda d: text_of(d, "attention-note") == (same if beam == greedy else differs))
+
+        enter(browser, "the dog sees the cat and the bird sees the dog and the cat sleeps")
+        too_long = "The sentence has 65 characters; at most 60 a sentence (--max-chars)."
+        wait.until(lambda d: text_of(d, "status") == too_long)
+        assert text_of(browser, "translation") == "" and text_of(browser, "attention-pair") == ""
+        assert browser.find_elements(By.CSS_SELECTOR, "#heatmap td, #n-best-list li") == []
+
+        browser.find_element(By.ID, "source").send_keys(Keys.CONTROL, "a", Keys.BACKSPACE)
+        wait.until(lambda d: text_of(d, "status") == "")
+
+
+def test_with_an_export_the_attention_panel_says_why_it_is_empty(layered, browser, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    from tfm.deploy import export_run
+
+    export_run(layered.run, tmp_path / "export")
+    exported = open_translator(DecodeRequest(run=tmp_path / "export", threads=1))
+    wait = WebDriverWait(browser, WAIT_S)
+    with served(create_app(exported)) as base:
+        browser.get(base + "/")
+        wait.until(lambda d: "ctranslate2" in text_of(d, "model-info"))
+        absent = browser.find_element(By.ID, "attention-absent")
+        assert absent.is_displayed() and absent.text == (
+            "No attention weights here: they need a torch run, and this server decodes a "
+            "ctranslate2 export. Serve the run it was exported from to see them."
+        )
+        assert not browser.find_element(By.ID, "attention-view").is_displayed()
+        enter(browser, SENTENCE)
+        [translation] = exported.translate([SENTENCE])
+        wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-translated"))
+        assert text_of(browser, "translation") == translation and text_of(browser, "status") == ""

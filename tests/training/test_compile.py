@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 import torch
-from builders import WIDER, logged_losses, tiny_config
+from builders import WIDER, logged_losses, tiny_config, train_losses
 from torch._dynamo.utils import counters
 
 from tfm.errors import UsageError
@@ -55,3 +55,22 @@ def test_compile_on_cpu_without_a_cpp_compiler_is_a_usage_error(tmp_path, monkey
     monkeypatch.setattr(data_parallel.shutil, "which", lambda name: None)
     with pytest.raises(UsageError, match=r"^train.compile: .* needs a C\+\+ compiler"):
         run_tiny(tmp_path, "nocxx", compile=True, device="cpu")
+
+
+@pytest.mark.slow  # four compilations of a tiny model on the CPU: about a minute
+@pytest.mark.skipif(
+    not any(shutil.which(c) for c in data_parallel._CXX), reason="inductor needs a C++ compiler"
+)
+def test_a_compiled_static_shape_run_resumes_exactly(tmp_path, fresh_dynamo):
+    # Dropout on: the compiled steps' random numbers must continue where they stopped too.
+    keys = {"compile": True, "static_shapes": True, "max_tokens": 1000}
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train(tiny_config(straight, WIDER, max_steps=6, **keys), progress_bar=False)
+    train(tiny_config(resumed, WIDER, max_steps=3, **keys), progress_bar=False)
+    train(tiny_config(resumed, WIDER, max_steps=6, **keys), resume=True, progress_bar=False)
+    assert counters["stats"]["unique_graphs"] >= 1  # it did go through torch.compile
+    losses = train_losses(straight)
+    assert len(losses) == 6 and train_losses(resumed) == losses
+    weights = load_checkpoint(straight / "last.pt")["model"]
+    resumed_weights = load_checkpoint(resumed / "last.pt")["model"]
+    assert all(torch.equal(resumed_weights[k], w) for k, w in weights.items())

@@ -10,7 +10,7 @@ from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore
 from tfm.training import data_parallel, loop, train
 
-TIMING = ("tokens_per_s", "peak_mib", "elapsed", "model_tflops_per_s", "mfu")
+TIMING = ("tokens_per_s", "step_ms", "peak_mib", "elapsed", "model_tflops_per_s", "mfu")
 
 
 def training_events(run) -> list[dict]:

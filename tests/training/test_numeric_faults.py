@@ -75,7 +75,7 @@ def test_non_finite_weights_are_never_written(tmp_path):
 def logged_events(run) -> list[dict]:
     from builders import metric_events
 
-    timing = ("tokens_per_s", "peak_mib", "model_tflops_per_s")
+    timing = ("tokens_per_s", "step_ms", "peak_mib", "model_tflops_per_s")
     return [{k: v for k, v in e.items() if k not in timing} for e in metric_events(run)]
 
 

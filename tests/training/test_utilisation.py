@@ -60,7 +60,7 @@ def test_peaks_are_found_by_the_names_torch_gives_and_name_their_source():
     assert "MFLOP per target token" in line and "not known: no MFU" in line
 
 
-def test_each_log_line_gives_the_model_flops_per_second_of_its_batches(tmp_path):
+def test_each_log_line_gives_the_step_time_and_model_flops_per_second_of_its_steps(tmp_path):
     run = tmp_path / "run"
     train(tiny_config(run, max_steps=3, log_every=1), progress_bar=False)
     events = metric_events(run, "train_loss")
@@ -72,6 +72,8 @@ def test_each_log_line_gives_the_model_flops_per_second_of_its_batches(tmp_path)
         flops_per_token = step_flops(session.model_args, [batch]) / batch.n_tgt_tokens
         logged = event["model_tflops_per_s"] * 1e12 / event["tokens_per_s"]
         assert logged == pytest.approx(flops_per_token, rel=1e-3)
+        seconds = batch.n_tgt_tokens / event["tokens_per_s"]  # one step a line
+        assert event["step_ms"] == pytest.approx(1e3 * seconds, rel=1e-2)
         assert "mfu" not in event  # the CPU's peak is not in the table
 
 

@@ -65,6 +65,7 @@ def test_attention_command_writes_a_png_of_the_grid_size(model, tokenizer, run_d
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(out)
     view = attention_of(model, tokenizer, "cross", DECODING)
+    assert f"{view.source} -> {view.translation}" in result.stderr  # what the picture shows
     layout = attention_layout(view)
     assert png_size(out) == (round(layout.width_in * DPI), round(layout.height_in * DPI))
 

@@ -3,6 +3,7 @@ have `tfm.visual` draw it; each returns the path of the file written."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from tfm.commands.engines import open_translator
@@ -18,6 +19,8 @@ from tfm.visual.curves import FILE_NAME as CURVES_FILE
 from tfm.visual.curves import draw_training_curves
 from tfm.visual.figure import check_output_path
 from tfm.visual.positional import draw_positional
+
+log = logging.getLogger(__name__)
 
 
 def plot_attention(
@@ -36,6 +39,7 @@ def plot_attention(
     out = check_output_path(out or Path(f"attention-{check_kind(kind)}.png"))
     translator = open_translator(DecodeRequest(run=run, checkpoint=checkpoint, device="cpu"))
     view = translator.attention_views(sentence)[kind]
+    log.info("%s -> %s", view.source, view.translation)
     return draw_attention(view, out, layer=layer, head=head)
 
 

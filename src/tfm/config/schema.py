@@ -398,6 +398,14 @@ class TrainConfig(StrictModel):
         "compiled steps are reused; with `compile` on a CUDA GPU, replayed as CUDA graphs. "
         "Costs the padding; for models bound by kernel launches.",
     )
+    layout: Literal["padded", "packed"] = Field(
+        "padded",
+        description="How a training batch reaches the model: `padded`, its sentences padded to "
+        "the longest, attention masked; or `packed`, only its real tokens, end to end, so that "
+        "nothing is computed for padding and on a CUDA GPU attention runs on variable-length "
+        "kernels (flash attention in bf16) instead of masked ones. Both compute the same. "
+        "`packed` excludes `static_shapes`.",
+    )
     threads: int | None = Field(
         None,
         ge=1,
@@ -425,6 +433,15 @@ class TrainConfig(StrictModel):
         description="Consecutive updates skipped for a non-finite loss or gradient before "
         "training stops with an error.",
     )
+
+    @model_validator(mode="after")
+    def _layout_fits_shapes(self) -> TrainConfig:
+        if self.layout == "packed" and self.static_shapes:
+            raise ValueError(
+                "train.layout: packed and train.static_shapes: true exclude each other (a packed "
+                "batch has no padding to give it a fixed shape); choose one"
+            )
+        return self
 
 
 class DecodingConfig(StrictModel):

@@ -67,7 +67,8 @@ def attention_views(
     model: Transformer, tokenizer: Tokenizer, sentence: str, *, limit: OutputLimit
 ) -> dict[str, AttentionView]:
     """Translate `sentence` once (greedily, its output at most `limit` tokens) and return every
-    kind of its attention weights, by kind."""
+    kind of its attention weights, by kind. Logs nothing of the sentence: a server calls it
+    with what its users type."""
     if not sentence.strip():
         raise UsageError("the sentence is empty; give the text to translate")
     model.eval()
@@ -92,7 +93,6 @@ def attention_views(
         "cross": (tokenizer.tgt_pieces(produced), source_tokens),
     }
     translation = tokenizer.decode_tgt([tokens])[0]
-    log.info("%s -> %s", sentence.strip(), translation)
     return {
         kind: AttentionView(
             kind,

@@ -63,6 +63,12 @@ class Strategy(ABC):
         """How many hypotheses of a source a search finds when `n_best` are wanted (also the
         decoder rows a source takes); UsageError when it cannot give `n_best`."""
 
+    @property
+    def seeded(self) -> bool:
+        """Whether it draws from a seeded random stream: it finds the same hypotheses again for
+        the same sources decoded in the same batches (a server decodes such a request apart)."""
+        return False
+
     def fitted(self, n_best: int, given: Mapping[str, Any]) -> Strategy:
         """This strategy, its settings changed (those not `given` by the user) to give
         `n_best` hypotheses of a source."""
@@ -145,6 +151,10 @@ class Sampling(Strategy):
 
     def hypotheses(self, n_best: int, spell: Spelling = option_name) -> int:
         return n_best
+
+    @property
+    def seeded(self) -> bool:
+        return self.seed is not None
 
     def searcher(self, device: torch.device) -> Search:
         import torch

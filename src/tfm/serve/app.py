@@ -1,19 +1,25 @@
-"""The HTTP API and page of `tfm serve`, as one FastAPI application over a `Translator`.
+"""The HTTP API and page of `tfm serve`, as one FastAPI application over a `Translator` (a torch
+run or an export).
 
 GET / (the page) · GET /health · GET /info · POST /translate · POST /attention (torch runs).
 Every answer is JSON, errors as {"error": "one line"} with their status. With an API key, the
 endpoints that use the model want `Authorization: Bearer KEY`, compared in constant time; the
-page and /health are open. Nothing a request names is read or written as a file: the page's
-assets are loaded once, from the package, when the application is built.
+page and /health are open. A request is read within the limits (`tfm.serve.bodies`),
+tokenized once and its work checked (`tfm.serve.request_work`), then decoded by the model
+worker (`tfm.serve.batch_worker`). Nothing a request names is read or written as a file: the
+page's assets are loaded once, from the package, when the application is built. What a request
+says is logged only with `log_text` (at INFO).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import math
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,25 +30,31 @@ from starlette.exceptions import HTTPException
 from tfm.errors import TfmError, UsageError
 from tfm.prediction.strategies import SEARCH_KEYS
 from tfm.prediction.translator import Translator
-from tfm.serve.batch_worker import BatchWorker, Options, QueueFull
+from tfm.serve.attention_answer import attention_task
+from tfm.serve.batch_worker import BatchWorker, QueueFull, WorkerStopped
 from tfm.serve.bodies import ApiError, AttentionBody, TranslateBody, read_body
+from tfm.serve.http_guard import LOOPBACK_NAMES, Guard
 from tfm.serve.page_assets import load_page
-from tfm.serve.request_limits import MAX_SERVE_BEAM, ServeLimits
+from tfm.serve.request_limits import ServeLimits
+from tfm.serve.request_work import Work, check_work, tokenized
+from tfm.serve.server_info import server_info
+from tfm.serve.work_share import Job, Options
 
 log = logging.getLogger(__name__)
 
 
 def create_app(
-    translator: Translator, limits: ServeLimits | None = None, *, api_key: str | None = None
+    translator: Translator,
+    limits: ServeLimits | None = None,
+    *,
+    api_key: str | None = None,
+    hosts: Iterable[str] | None = LOOPBACK_NAMES,
+    log_text: bool = False,
 ) -> FastAPI:
-    """The application; its model worker starts and stops with it (its lifespan)."""
+    """The application; its model worker starts and stops with it (its lifespan). `hosts`: the
+    Host names it answers to (None: any; `tfm.serve.http_guard`)."""
     limits = limits or ServeLimits()
-    worker = BatchWorker(
-        translator,
-        max_queue=limits.max_queue,
-        batch_wait_ms=limits.batch_wait_ms,
-        batch_tokens=limits.batch_tokens,
-    )
+    worker = BatchWorker(translator, limits)
     page = load_page()
 
     @asynccontextmanager
@@ -55,7 +67,19 @@ def create_app(
     app.state.worker = worker
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_middleware(Guard, hosts=hosts)
     check_key = _key_check(api_key)
+
+    async def prepared(sentences: list[str], beam: int) -> Work:
+        max_len = translator.config.model.max_len
+        work = await asyncio.to_thread(tokenized, translator.tokenizer, sentences, max_len)
+        check_work(work, beam, limits, worker.speed)
+        return work
+
+    def logged(endpoint: str, said: object, answered: object) -> None:
+        if log_text:
+            log.info("%s: %s -> %s", endpoint, json.dumps(said, ensure_ascii=False),
+                     json.dumps(answered, ensure_ascii=False))  # fmt: skip
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> Response:
@@ -68,27 +92,38 @@ def create_app(
         return page[name]
 
     @app.get("/health")
-    async def health() -> dict:
-        return {"status": "ok"}
+    async def health() -> Response:
+        if worker.alive:
+            return JSONResponse({"status": "ok"})
+        stopped = worker.failure or "the model worker is not running"
+        return JSONResponse({"status": "stopped", "error": stopped}, 503)
 
     @app.get("/info")
     async def info(request: Request) -> dict:
         check_key(request)
-        return _info(translator, limits, auth=api_key is not None)
+        return server_info(translator, limits, auth=api_key is not None)
 
     @app.post("/translate")
     async def translate(request: Request) -> dict:
         check_key(request)
         body = await read_body(request, TranslateBody, limits)
         options = _options(body, translator)
-        found = await _answer(worker, limits, worker.submit, body.sentences, options)
+        work = await prepared(body.sentences, options.beam)
+        found = await _answer(worker, limits, work, options) if work.sources else []
+        answer: dict[str, Any] = {}
         if options.n_best is None:
-            return {"translations": found}
-        n_best = [
-            [{"translation": text, "score": _finite(score)} for text, score in hypotheses]
-            for hypotheses in found
-        ]
-        return {"translations": [hypotheses[0][0] for hypotheses in found], "n_best": n_best}
+            answer["translations"] = work.placed(found, str)
+        else:
+            n_best = work.placed(found, lambda: [("", 0.0)])
+            answer["translations"] = [hypotheses[0][0] for hypotheses in n_best]
+            answer["n_best"] = [
+                [{"translation": text, "score": _finite(score)} for text, score in hypotheses]
+                for hypotheses in n_best
+            ]
+        if work.truncated:
+            answer["truncated"] = work.truncated
+        logged("translate", body.sentences, answer["translations"])
+        return answer
 
     @app.post("/attention")
     async def attention(request: Request) -> dict:
@@ -101,33 +136,50 @@ def create_app(
                 f"a {translator.engine} export",
             )
         if not body.sentence.strip():
-            raise ApiError(422, "sentence: empty; give the text to translate")
-        task = _attention_task(translator, body.sentence)
-        return await _answer(worker, limits, worker.submit, [], None, task)
+            raise ApiError(422, "the sentence is empty; give the text to translate")
+        work = await prepared([body.sentence], 1)
+        task = attention_task(translator, body.sentence)
+        [answer] = await _answer(worker, limits, work, None, task)
+        if work.truncated:
+            answer["truncated"] = True
+        logged("attention", body.sentence, answer["translation"])
+        return answer
 
     return app
 
 
-async def _answer(worker: BatchWorker, limits: ServeLimits, submit: Any, *args: Any) -> Any:
-    """The worker's result for a request, or the error that says why there is none."""
+async def _answer(
+    worker: BatchWorker,
+    limits: ServeLimits,
+    work: Work,
+    options: Options | None,
+    task: Callable[[], Any] | None = None,
+) -> list[Any]:
+    """The worker's results for `work`, or the error that says why there are none."""
+    loop = asyncio.get_running_loop()
+    beam = 1 if options is None else options.beam
+    deadline = time.monotonic() + limits.timeout_s
+    job = Job(work.texts, work.sources, options, beam, deadline, loop.create_future(), loop, task)
     try:
-        job = submit(*args)
+        worker.submit(job)
+        return await asyncio.wait_for(asyncio.shield(job.future), limits.timeout_s)
     except QueueFull:
         raise ApiError(
             503,
             f"the server is busy ({limits.max_queue} requests waiting); try again shortly",
             {"Retry-After": "1"},
         ) from None
-    try:
-        return await asyncio.wait_for(asyncio.shield(job.future), limits.timeout_s)
     except TimeoutError:
         job.abandoned = True
+        job.future.cancel()  # whatever the worker sends now, nobody takes
         raise ApiError(
             503,
             f"not answered within {limits.timeout_s:g} s; the server is "
             "overloaded, try again later",
             {"Retry-After": "5"},
         ) from None
+    except WorkerStopped as exc:
+        raise ApiError(503, f"nothing can be translated: {exc}") from None
     except TfmError as exc:
         raise ApiError(422, str(exc)) from None
     except Exception:
@@ -147,60 +199,7 @@ def _options(body: TranslateBody, translator: Translator) -> Options:
     return Options(settings, body.n_best)
 
 
-def _attention_task(translator: Translator, sentence: str) -> Any:
-    def task() -> dict:
-        views = translator.attention_views(sentence)
-        cross, encoder, decoder = views["cross"], views["encoder"], views["decoder"]
-        weights = {
-            kind: view.weights.double().round(decimals=4).tolist() for kind, view in views.items()
-        }
-        return {
-            "source": cross.source,
-            "translation": cross.translation,
-            "source_tokens": encoder.key_tokens,
-            "output_tokens": cross.query_tokens,
-            "decoder_tokens": decoder.query_tokens,
-            "layers": cross.n_layers,
-            "heads": cross.n_heads,
-            **weights,
-        }
-
-    return task
-
-
-def _info(translator: Translator, limits: ServeLimits, *, auth: bool) -> dict:
-    config, settings = translator.config, translator.settings
-    model = config.model
-    return {
-        "engine": translator.engine,
-        "src_lang": config.data.src_lang,
-        "tgt_lang": config.data.tgt_lang,
-        "step": translator.step,
-        "model": {
-            "d_model": model.d_model,
-            "n_heads": model.n_heads,
-            "d_ff": model.d_ff,
-            "n_encoder_layers": model.n_encoder_layers,
-            "n_decoder_layers": model.n_decoder_layers,
-        },
-        "decoding": {
-            **settings.strategy.describe(),
-            "max_len_a": settings.limit.a,
-            "max_len_b": settings.limit.b,
-        },
-        "limits": {
-            "max_sentences": limits.max_sentences,
-            "max_chars": limits.max_chars,
-            "max_body_bytes": limits.max_body_bytes,
-            "max_beam_size": MAX_SERVE_BEAM,
-            "timeout_s": limits.timeout_s,
-        },
-        "attention": translator.shows_attention,
-        "auth": auth,
-    }
-
-
-def _key_check(api_key: str | None) -> Any:
+def _key_check(api_key: str | None) -> Callable[[Request], None]:
     expected = None if api_key is None else api_key.encode("utf-8")
 
     def check(request: Request) -> None:

@@ -1,166 +1,215 @@
 """Dynamic batching: one model worker thread decodes the requests that arrive together as one
 batch, so throughput grows with load while one request alone waits only `batch_wait_ms`.
 
-Requests wait in a bounded queue (`QueueFull` when it is full). The worker takes the first
-waiting request, then gathers more for `batch_wait_ms` or until the batch holds
-`batch_tokens` source tokens, and decodes the gathered requests' sentences together: one call
-of the translator per distinct set of decoding options. A request whose caller stopped waiting
-(its timeout passed) is skipped. Results go back to the asyncio loop of the caller.
+Requests come as `Job`s of framed sources (tokenized once, by the caller). With nothing to
+do, the worker waits for a job, then gathers more for `batch_wait_ms` or until they hold
+`batch_tokens` of work; each batch is chosen by `tfm.serve.work_share.next_batch` (the least
+served requests first, a heavy one in slices) and decoded with one call of the translator per
+distinct set of decoding options. Between batches it drops the jobs whose caller stopped
+waiting or whose deadline passed.
+
+A failure is the failing request's alone: a batch that fails is decoded again request by
+request, and the request that fails alone gets the exception. Were the thread ever to end
+otherwise, every waiting request gets `WorkerStopped` at once, and so does every later one
+(`alive` says so, for /health). At most `max_queue` requests are in the worker at once
+(`QueueFull` beyond); its inbox itself is unbounded, so stopping never waits for room.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.translator import Translator
+from tfm.serve.request_limits import ServeLimits
+from tfm.serve.work_share import Job, Part, next_batch
 
 log = logging.getLogger(__name__)
 
 
 class QueueFull(Exception):
-    """The queue holds `max_queue` requests already."""
+    """`max_queue` requests are in the worker already."""
 
 
-@dataclass(frozen=True)
-class Options:
-    """The decoding options of one request: the settings and how many hypotheses to return
-    (None: the best translation only, without scores)."""
-
-    settings: DecodeSettings
-    n_best: int | None = None
-
-
-@dataclass
-class Job:
-    """One request's sentences (or a `task` to run on the model alone) and where its result
-    goes."""
-
-    sentences: list[str]
-    options: Options | None
-    future: asyncio.Future
-    loop: asyncio.AbstractEventLoop
-    task: Callable[[], Any] | None = None
-    abandoned: bool = False  # the caller stopped waiting
-    tokens: int = field(default=0)
+class WorkerStopped(Exception):
+    """The model worker is not running (stopping, or ended by a failure): nothing is decoded."""
 
 
 class BatchWorker:
     """The thread that owns the translator: every decode runs here, one batch at a time."""
 
-    def __init__(
-        self, translator: Translator, *, max_queue: int, batch_wait_ms: float, batch_tokens: int
-    ) -> None:
+    def __init__(self, translator: Translator, limits: ServeLimits) -> None:
         self.translator = translator
-        self.wait_s = batch_wait_ms / 1000
-        self.batch_tokens = batch_tokens
-        self.jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
+        self.max_queue, self.budget = limits.max_queue, limits.batch_tokens
+        self.wait_s = limits.batch_wait_ms / 1000
+        self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.active: list[Job] = []  # taken from the inbox, not finished
+        self.pending = 0  # jobs submitted and not finished
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.failure: str | None = None  # why the thread ended, if it failed
+        self.speed: float | None = None  # work a second, the best of recent batches
         self.thread = threading.Thread(target=self._run, name="tfm-model-worker", daemon=True)
-        self.batches = 0  # batches decoded so far
+        self.batches = 0  # decoding calls so far
         self.sentences = 0  # sentences decoded so far
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive() and not self.stopping
 
     def start(self) -> None:
         self.thread.start()
 
     def stop(self) -> None:
-        """Finish what is queued, then end the thread."""
-        self.jobs.put(None)
+        """Finish what was submitted, then end the thread; later submits are refused."""
+        self.stopping = True
+        self.inbox.put(None)
         self.thread.join()
 
-    def submit(
-        self,
-        sentences: list[str],
-        options: Options | None = None,
-        task: Callable[[], Any] | None = None,
-    ) -> Job:
-        """Queue a request (from the asyncio loop); its `future` gets the result: per sentence
-        its translation, or its n-best (text, score) list; or `task()`'s result."""
-        loop = asyncio.get_running_loop()
-        job = Job(sentences, options, loop.create_future(), loop, task)
-        try:
-            self.jobs.put_nowait(job)
-        except queue.Full:
-            raise QueueFull from None
-        return job
+    def submit(self, job: Job) -> None:
+        """Hand `job` to the worker (from the asyncio loop); its `future` gets the result: per
+        source its translation, or its n-best (text, score) list; or `task()`'s result."""
+        if not self.alive:
+            raise WorkerStopped(self.failure or "the server is stopping")
+        with self.lock:
+            if self.pending >= self.max_queue:
+                raise QueueFull
+            self.pending += 1
+        self.inbox.put(job)
+        if not self.thread.is_alive():  # it ended meanwhile: nobody else will answer
+            self._fail_waiting()
 
     def _run(self) -> None:
+        try:
+            while True:
+                self._collect()
+                self._drop_expired()
+                if self.active:
+                    self._decode(next_batch(self.active, self.budget))
+                elif self.stopping:
+                    return
+        except BaseException as exc:  # not a request's failure: the worker cannot go on
+            self.failure = f"the model worker stopped ({type(exc).__name__}: {exc})"
+            log.critical("%s; /health answers 503 and requests are refused", self.failure,
+                         exc_info=True)  # fmt: skip
+        finally:
+            self.stopping = True
+            self._fail_waiting()
+
+    def _collect(self) -> None:
+        """Take what is in the inbox; with nothing to do, wait for a job, then gather more for
+        `wait_s` or until a batch's work is there."""
+        if not self.active and not self.stopping:
+            self._admit(self.inbox.get())
+            end = time.monotonic() + self.wait_s
+            while self.active and sum(job.work for job in self.active) < self.budget:
+                try:
+                    self._admit(self.inbox.get(timeout=max(end - time.monotonic(), 0)))
+                except queue.Empty:
+                    break
         while True:
-            batch, stopping = self._gather()
-            if batch:
-                self._decode(batch)
-            if stopping:
+            try:
+                self._admit(self.inbox.get_nowait())
+            except queue.Empty:
                 return
 
-    def _gather(self) -> tuple[list[Job], bool]:
-        """The next batch: the first job, then what arrives within the wait, up to the token
-        budget; and whether the stop signal came."""
-        first = self.jobs.get()
-        if first is None:
-            return [], True
-        batch = [first]
-        if first.task is not None:
-            return batch, False
-        tokens = self._count(first)
-        deadline = time.monotonic() + self.wait_s
-        while tokens < self.batch_tokens:
-            try:
-                job = self.jobs.get(timeout=max(deadline - time.monotonic(), 0))
-            except queue.Empty:
-                break
-            if job is None:
-                return batch, True
-            if job.task is not None:  # run it on its own, after this batch
-                self._decode(batch)
-                return [job], False
-            batch.append(job)
-            tokens += self._count(job)
-        return batch, False
-
-    def _count(self, job: Job) -> int:
-        job.tokens = sum(
-            len(ids) + 1 for ids in self.translator.tokenizer.encode_src(job.sentences)
-        )
-        return job.tokens
-
-    def _decode(self, batch: list[Job]) -> None:
-        live = [job for job in batch if not job.abandoned]
-        groups: dict[Options | None, list[Job]] = defaultdict(list)
-        for job in live:
-            groups[job.options].append(job)
-        for options, jobs in groups.items():
-            try:
-                results = self._results(options, jobs)
-            except Exception as exc:  # a bug or a resource error: the requests fail, we go on
-                log.exception("decoding a batch of %d request(s) failed", len(jobs))
-                for job in jobs:
-                    _deliver(job, exc, failed=True)
-                continue
-            for job, result in zip(jobs, results, strict=True):
-                _deliver(job, result)
-
-    def _results(self, options: Options | None, jobs: list[Job]) -> list[Any]:
-        if options is None:  # tasks come one at a time
-            return [job.task() for job in jobs if job.task is not None]
-        texts = [text for job in jobs for text in job.sentences]
-        if options.n_best is None:
-            found: list[Any] = self.translator.translate(texts, settings=options.settings)
+    def _admit(self, job: Job | None) -> None:
+        if job is None:
+            self.stopping = True
         else:
-            found = self.translator.nbest(texts, options.n_best, settings=options.settings)
+            self.active.append(job)
+
+    def _drop_expired(self) -> None:
+        now = time.monotonic()
+        for job in [job for job in self.active if job.abandoned or now > job.deadline]:
+            self._finish(job, TimeoutError(), failed=True)
+
+    def _decode(self, batch: list[Part]) -> None:
+        groups: dict[Any, list[Part]] = defaultdict(list)
+        for part in batch:
+            key = id(part.job) if part.job.alone else part.job.options
+            groups[key].append(part)
+        for parts in groups.values():
+            self._decode_group(parts)
+
+    def _decode_group(self, parts: list[Part]) -> None:
+        started = time.perf_counter()
+        try:
+            results = self._results(parts)
+        except Exception as exc:  # a bug or a resource error: find whose, fail only that one
+            if len(parts) > 1:
+                for part in parts:
+                    self._decode_group([part])
+                return
+            log.exception("decoding a request of %d sentence(s) failed", len(parts[0].job.texts))
+            self._finish(parts[0].job, exc, failed=True)
+            return
+        self._measure(sum(part.cost for part in parts), time.perf_counter() - started)
+        for part, found in zip(parts, results, strict=True):
+            part.job.found.extend(found)
+            part.job.served += part.cost
+            if part.job.done:
+                self._finish(part.job, part.job.found)
+
+    def _results(self, parts: list[Part]) -> list[list[Any]]:
+        """Each part's results, from one call of the translator (or the task's own)."""
+        job = parts[0].job
+        if job.task is not None:
+            return [[job.task()]]
+        texts = [text for part in parts for text in part.job.texts[part.start : part.stop]]
+        sources = [ids for part in parts for ids in part.job.sources[part.start : part.stop]]
+        numbers = [i + 1 for part in parts for i in range(part.start, part.stop)]
+        options = job.options
+        assert options is not None
+        found: list[Any]
+        if options.n_best is None:
+            found = self.translator.best_of(texts, sources, options.settings, numbers)
+        else:
+            beams = self.translator.ranked_beams(
+                texts, sources, options.settings, numbers, options.n_best
+            )
+            found = [beam[: options.n_best] for beam in beams]
         self.batches += 1
         self.sentences += len(texts)
         results, start = [], 0
-        for job in jobs:
-            results.append(found[start : start + len(job.sentences)])
-            start += len(job.sentences)
+        for part in parts:
+            results.append(found[start : start + part.stop - part.start])
+            start += part.stop - part.start
         return results
+
+    def _measure(self, work: int, seconds: float) -> None:
+        """Keep the best recent speed: the best batch's, fading by a tenth a batch. Only
+        batches of half the budget or more count: small ones are mostly fixed overhead, and
+        the speed is what a heavy request would be decoded at."""
+        if seconds > 0 and work >= self.budget / 2:
+            self.speed = max(work / seconds, (self.speed or 0.0) * 0.9)
+
+    def _finish(self, job: Job, result: Any, *, failed: bool = False) -> None:
+        with self.lock:  # the worker, or a submit that found the worker ended
+            if job.finished:
+                return
+            job.finished = True
+            self.pending -= 1
+            if job in self.active:
+                self.active.remove(job)
+        _deliver(job, result, failed=failed)
+
+    def _fail_waiting(self) -> None:
+        """Every job the worker holds or will never take gets `WorkerStopped`."""
+        stopped = WorkerStopped(self.failure or "the model worker stopped")
+        for job in list(self.active):
+            self._finish(job, stopped, failed=True)
+        while True:
+            try:
+                waiting = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+            if waiting is not None:
+                self._finish(waiting, stopped, failed=True)
 
 
 def _deliver(job: Job, result: Any, *, failed: bool = False) -> None:

@@ -1,6 +1,7 @@
-"""The page at `/`: index.html, page.css and page.js from the package, and colours.js made from
-the colour scale of `tfm attention` (matplotlib's table of 256 colours on the same square-root
-scale), so that the page and the pictures agree. Loaded once, when the application is built."""
+"""The page at `/`: index.html, page.css, page.js and tokens.js from the package, and colours.js
+made from the colour scale of `tfm attention` (matplotlib's table of 256 colours on the same
+square-root scale), so that the page and the pictures agree. Loaded once, when the application
+is built."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from importlib import resources
 
 from fastapi.responses import Response
 
-ASSETS = {"index.html": "text/html", "page.css": "text/css", "page.js": "text/javascript"}
+ASSETS = {
+    "index.html": "text/html",
+    "page.css": "text/css",
+    "page.js": "text/javascript",
+    "tokens.js": "text/javascript",
+}
 
 
 def load_page() -> dict[str, Response]:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import math
 import signal
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,60 +24,76 @@ from tfm.serve.request_limits import ServeLimits
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
+RESERVED_FILES = 256  # file descriptors besides connections: the model, threads, the log
 
 
 @dataclass(frozen=True, kw_only=True)
 class ServeOptions:
     """Where to listen and who may ask: host, port (0: a free one), the API key's file, or
-    `no_auth` to serve another address without one; and the limits."""
+    `no_auth` to serve another address without one; whether to log the requests' text; and
+    the limits."""
 
     host: str = LOOPBACK
     port: int = 8000
     api_key_file: Path | None = None
     no_auth: bool = False
+    log_text: bool = False  # log what each request says and what it is answered (INFO)
     limits: ServeLimits = field(default_factory=ServeLimits)
 
 
 def serve(
     request: DecodeRequest, options: ServeOptions, *, on_ready: Callable[[str], None]
 ) -> None:
-    """Serve the run of `request` until stopped; `on_ready(address)` is called once it listens."""
+    """Serve the run of `request` until stopped; `on_ready(address)` is called once it listens,
+    with an address a client on this machine can use."""
     api_key = check_access(options)
     _require_web_stack()
+    limits = within_file_limit(options.limits)
     listening = _listen(options.host, options.port)
     from tfm.commands.engines import open_translator
     from tfm.serve.app import create_app
+    from tfm.serve.connections import uvicorn_config
+    from tfm.serve.http_guard import LOOPBACK_NAMES
+    from tfm.serve.server_log import limited_log
 
     translator = open_translator(request)
-    app = create_app(translator, options.limits, api_key=api_key)
+    checked = api_key is None and _is_loopback(options.host)  # see tfm.serve.http_guard
+    hosts = (*LOOPBACK_NAMES, options.host) if checked else None
+    app = create_app(translator, limits, api_key=api_key, hosts=hosts, log_text=options.log_text)
     import uvicorn
 
-    config = uvicorn.Config(
-        app,
-        log_config=None,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=math.ceil(options.limits.timeout_s) + 5,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    host, port = listening.getsockname()[:2]
-    address = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    server = uvicorn.Server(uvicorn_config(app, limits))
+    address, elsewhere = usable_address(listening.getsockname())
     log.info(
-        "serving %s→%s (%s) at %s; stop with Ctrl-C",
+        "serving %s→%s (%s) at %s%s; stop with Ctrl-C",
         translator.config.data.src_lang,
         translator.config.data.tgt_lang,
         translator.engine,
         address,
+        f" (from other machines: {elsewhere})" if elsewhere else "",
     )
-    with _signals_stop(server):
+    with limited_log(), _signals_stop(server):
         on_ready(address)
         server.run(sockets=[listening])
-    log.info(
-        "stopped after %d batch(es) of %d sentence(s)",
-        app.state.worker.batches,
-        app.state.worker.sentences,
-    )
+        log.info(
+            "stopped after %d batch(es) of %d sentence(s)",
+            app.state.worker.batches,
+            app.state.worker.sentences,
+        )
+
+
+def usable_address(bound: tuple) -> tuple[str, str | None]:
+    """The URL a client on this machine uses for a socket bound to `bound` (host, port, ...),
+    and, bound to all interfaces, the one for other machines (by this machine's name)."""
+    host, port = bound[0], bound[1]
+    if host in ("0.0.0.0", "::"):
+        here = "127.0.0.1" if host == "0.0.0.0" else "::1"
+        return _url(here, port), _url(socket.gethostname(), port)
+    return _url(host, port), None
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
 
 
 def check_access(options: ServeOptions) -> str | None:
@@ -105,6 +120,33 @@ def check_access(options: ServeOptions) -> str | None:
             "or --no-auth to serve them without a key"
         )
     return None
+
+
+def within_file_limit(limits: ServeLimits) -> ServeLimits:
+    """`limits` as the open-file limit allows: each connection holds a file descriptor, and
+    running out of them stops the server answering. The limit is raised (up to its hard
+    limit) where it is below what `max_connections` needs; where it cannot be, fewer
+    connections are allowed, with a warning that says why."""
+    import resource
+
+    need = limits.max_connections + RESERVED_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    unlimited = resource.RLIM_INFINITY
+    if soft != unlimited and soft < need:
+        raised = need if hard == unlimited else min(hard, need)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft == unlimited or soft >= need:
+        return limits
+    if soft <= 2 * RESERVED_FILES:
+        raise TfmError(f"the open-file limit is {soft} (ulimit -n): too few for a server")
+    allowed = soft - RESERVED_FILES
+    log.warning("at most %d connections, not %d: the open-file limit is %d (ulimit -n)",
+                allowed, limits.max_connections, soft)  # fmt: skip
+    return replace(limits, max_connections=allowed)
 
 
 def _require_web_stack() -> None:

@@ -192,6 +192,7 @@ def _log_training(session: Session, bar: TrainingProgress, *, partial: bool = Fa
         "train_loss": window.loss_sum / window.steps,
         "lr": session.optimizer.param_groups[0]["lr"],
         "tokens_per_s": round(window.tokens / max(window.seconds, 1e-9), 1),
+        "step_ms": round(1e3 * window.seconds / window.steps, 2),  # the window's mean
         "peak_mib": round(peak_memory_mib(session.device)),
         **utilisation(window.flops, window.seconds, session.device, session.dtype),
     }

@@ -12,7 +12,8 @@ batch of B sentences padded to S source and T target positions, with N real targ
     output          2·N·D·V (only the real target positions are projected)
 
 forward; the backward pass costs twice the forward (the gradients of both operands), so a step is
-3 × the forward. Padding positions are counted: the step computes them.
+3 × the forward. Padding positions are counted: the step computes them; a packed batch
+(`train.layout: packed`) has none, and its attention scores are each sentence's own.
 
 Peaks are the vendors' dense (no sparsity) figures; float32 is the plain FP32 rate, as tfm
 leaves TF32 off.
@@ -26,27 +27,61 @@ from dataclasses import dataclass
 import torch
 
 from tfm.data.batching import Batch
+from tfm.data.tokenizer import PAD_ID
 from tfm.transformer import ModelArgs
 
 
 def forward_flops(args: ModelArgs, *, sentences: int, src_len: int, tgt_len: int, kept: int) -> int:
     """Matrix-product FLOPs of one forward pass over a padded (sentences, src_len, tgt_len)
     batch that projects `kept` target positions onto the vocabulary (see the module docstring)."""
-    B, S, T, D, F = sentences, src_len, tgt_len, args.d_model, args.d_ff
-    encoder = 8 * B * S * D * D + 4 * B * S * S * D + 4 * B * S * D * F
-    self_attention = 8 * B * T * D * D + 4 * B * T * T * D
-    cross_attention = 4 * B * T * D * D + 4 * B * S * D * D + 4 * B * T * S * D
-    decoder = self_attention + cross_attention + 4 * B * T * D * F
+    B, S, T = sentences, src_len, tgt_len
+    return _forward_flops(args, src=B * S, src_sq=B * S * S, tgt=B * T, tgt_sq=B * T * T,
+                          src_tgt=B * S * T, kept=kept)  # fmt: skip
+
+
+def packed_forward_flops(
+    args: ModelArgs, src_lengths: Sequence[int], tgt_lengths: Sequence[int]
+) -> int:
+    """The same for a packed batch (`train.layout: packed`) of sentences with these real
+    source and target lengths: its products cover the real tokens only, each sentence's
+    attention its own S_b² (T_b², T_b·S_b) scores."""
+    pairs = list(zip(src_lengths, tgt_lengths, strict=True))
+    return _forward_flops(
+        args,
+        src=sum(s for s, _ in pairs),
+        src_sq=sum(s * s for s, _ in pairs),
+        tgt=sum(t for _, t in pairs),
+        tgt_sq=sum(t * t for _, t in pairs),
+        src_tgt=sum(s * t for s, t in pairs),
+        kept=sum(t for _, t in pairs),
+    )
+
+
+def _forward_flops(
+    args: ModelArgs, *, src: int, src_sq: int, tgt: int, tgt_sq: int, src_tgt: int, kept: int
+) -> int:
+    """The module docstring's sums, from the positions of each side (src = B·S), the attention
+    scores (src_sq = B·S², tgt_sq = B·T², src_tgt = B·T·S) and the projected positions."""
+    D, F = args.d_model, args.d_ff
+    encoder = 8 * src * D * D + 4 * src_sq * D + 4 * src * D * F
+    self_attention = 8 * tgt * D * D + 4 * tgt_sq * D
+    cross_attention = 4 * tgt * D * D + 4 * src * D * D + 4 * src_tgt * D
+    decoder = self_attention + cross_attention + 4 * tgt * D * F
     output = 2 * kept * D * args.tgt_vocab_size
     return args.n_encoder_layers * encoder + args.n_decoder_layers * decoder + output
 
 
-def step_flops(args: ModelArgs, batches: Sequence[Batch]) -> int:
-    """Matrix-product FLOPs of a training step (forward and backward) over `batches`."""
-    return sum(3 * batch_forward_flops(args, b) for b in batches)
+def step_flops(args: ModelArgs, batches: Sequence[Batch], *, packed: bool = False) -> int:
+    """Matrix-product FLOPs of a training step (forward and backward) over `batches`, padded
+    or, with `packed`, packed (`train.layout`)."""
+    return sum(3 * batch_forward_flops(args, b, packed=packed) for b in batches)
 
 
-def batch_forward_flops(args: ModelArgs, batch: Batch) -> int:
+def batch_forward_flops(args: ModelArgs, batch: Batch, *, packed: bool = False) -> int:
+    if packed:
+        src_lengths = (batch.src != PAD_ID).sum(dim=1).tolist()
+        tgt_lengths = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()
+        return packed_forward_flops(args, src_lengths, tgt_lengths)
     B, S = batch.src.shape
     T = batch.tgt_in.size(1)
     return forward_flops(args, sentences=B, src_len=S, tgt_len=T, kept=batch.n_tgt_tokens)

@@ -10,8 +10,9 @@ Shape legend, used in every docstring and trailing shape comment:
 Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk).
 
 Modules: attention (§3.2), feed_forward (§3.3), embedding (§3.4, §3.5), layers (§3.1),
-dropout (§5.4), args (the model's shape), model (§3), decoding (search over any `Decodable`:
-greedy and sampling), beam (beam search as in §6.1).
+dropout (§5.4), args (the model's shape), model (§3), packing (batches without padding, for
+training), decoding (search over any `Decodable`: greedy and sampling), beam (beam search as in
+§6.1).
 """
 
 from tfm.transformer.args import ModelArgs
@@ -35,6 +36,7 @@ from tfm.transformer.multihead_attention import (
     MultiHeadAttention,
     scaled_dot_product_attention,
 )
+from tfm.transformer.packing import PackedBatch, PackedMask, Packing
 
 __all__ = [
     "Decodable",
@@ -51,6 +53,9 @@ __all__ = [
     "KeyValueCache",
     "ModelArgs",
     "MultiHeadAttention",
+    "PackedBatch",
+    "PackedMask",
+    "Packing",
     "PositionalEncoding",
     "PositionwiseFeedForward",
     "TokenEmbedding",

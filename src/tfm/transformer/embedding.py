@@ -57,8 +57,12 @@ class PositionalEncoding(nn.Module):
         self.max_len = max_len
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
-    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        """x (B, T, D) holding positions offset..offset+T-1 -> x + PE, (B, T, D)."""
+    def forward(self, x: Tensor, *, offset: int = 0, positions: Tensor | None = None) -> Tensor:
+        """x (B, T, D) holding positions offset..offset+T-1 -> x + PE, (B, T, D). With
+        `positions` (T,) long, x holds those positions instead (a packed batch, whose positions
+        start again at each sentence; the caller checks them against max_len)."""
+        if positions is not None:
+            return x + self.table[positions]  # (B, T, D)
         end = offset + x.size(1)
         if end > self.max_len:
             raise ValueError(

@@ -17,7 +17,13 @@ from torch import Tensor, nn
 from tfm.transformer.args import ModelArgs
 from tfm.transformer.dropout import Dropout
 from tfm.transformer.feed_forward import PositionwiseFeedForward
-from tfm.transformer.multihead_attention import KeyValue, KeyValueCache, MultiHeadAttention
+from tfm.transformer.multihead_attention import (
+    AttentionMask,
+    KeyValue,
+    KeyValueCache,
+    MultiHeadAttention,
+)
+from tfm.transformer.packing import PackedMask
 
 NORM_POSITIONS = ("post", "pre")
 
@@ -71,7 +77,7 @@ class EncoderLayer(nn.Module):
         self.feed_forward_residual = _residual(args)
 
     def forward(
-        self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
+        self, x: Tensor, *, mask: AttentionMask | None = None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         """x (B, S, D), mask (B, 1, 1, S) or None -> (B, S, D) and weights (B, H, S, S) or None."""
         attended, weights = self.self_attention(
@@ -88,7 +94,9 @@ class DecoderLayer(nn.Module):
     """§3.1: masked self-attention, encoder-decoder (cross) attention, feed-forward network.
 
     Target padding needs no mask here: targets are right-padded, so causality already hides every
-    pad key from every real query.
+    pad key from every real query. A packed batch's targets have no padding, but lie end to end:
+    their self-attention is confined to each sentence by the `PackedMask` of memory_mask's
+    queries.
     """
 
     def __init__(self, args: ModelArgs) -> None:
@@ -105,7 +113,7 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         memory: KeyValue,
         *,
-        memory_mask: Tensor | None = None,
+        memory_mask: AttentionMask | None = None,
         cache: KeyValueCache | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None, Tensor | None, KeyValueCache | None]:
@@ -115,8 +123,13 @@ class DecoderLayer(nn.Module):
         (B, H, T, t + T), cross-attention weights (B, H, T, S) (both None unless `need_weights`)
         and the extended cache (None without one)."""
         residual = self.self_attention_residual
+        self_mask = memory_mask.among_queries() if isinstance(memory_mask, PackedMask) else None
         attended, self_weights, cache = self.self_attention.self_attention(
-            residual.sublayer_input(x), is_causal=True, need_weights=need_weights, cache=cache
+            residual.sublayer_input(x),
+            mask=self_mask,
+            is_causal=True,
+            need_weights=need_weights,
+            cache=cache,
         )
         x = residual.combine(x, attended)
         residual = self.cross_attention_residual
@@ -138,7 +151,7 @@ class Encoder(nn.Module):
         self.final_norm = nn.LayerNorm(args.d_model) if args.norm_position == "pre" else None
 
     def forward(
-        self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
+        self, x: Tensor, *, mask: AttentionMask | None = None, need_weights: bool = False
     ) -> tuple[Tensor, list[Tensor]]:
         """x (B, S, D) -> memory (B, S, D) and, if `need_weights`, per layer (B, H, S, S)."""
         all_weights = []
@@ -229,7 +242,7 @@ class Decoder(nn.Module):
         x: Tensor,
         memory: Tensor | None,
         *,
-        memory_mask: Tensor | None = None,
+        memory_mask: AttentionMask | None = None,
         cache: DecoderCache | None = None,
         need_weights: bool = False,
     ) -> DecoderOutput:
@@ -257,5 +270,5 @@ class Decoder(nn.Module):
                 cross_weights.append(cross_w)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        next_cache = None if cache is None else DecoderCache(new_caches, cross, memory_mask)
+        next_cache = None if cache is None else DecoderCache(new_caches, cross, cache.memory_mask)
         return DecoderOutput(x, self_weights, cross_weights, next_cache)

@@ -13,6 +13,7 @@ from tfm.transformer.args import ModelArgs
 from tfm.transformer.dropout import Dropout
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding
 from tfm.transformer.layers import Decoder, DecoderCache, Encoder
+from tfm.transformer.packing import PackedBatch, PackedMask
 
 
 class DecodeStep(NamedTuple):
@@ -70,9 +71,15 @@ class Transformer(nn.Module):
             return None
         return is_real[:, None, None, :]  # (B, 1, 1, S)
 
-    def _embed(self, ids: Tensor, embedding: TokenEmbedding, offset: int = 0) -> Tensor:
-        x = self.positional_encoding(embedding(ids), offset=offset)  # (B, T, D)
-        return self.embedding_dropout(x)
+    def _embed(
+        self,
+        ids: Tensor,
+        embedding: TokenEmbedding,
+        offset: int = 0,
+        positions: Tensor | None = None,
+    ) -> Tensor:
+        x = self.positional_encoding(embedding(ids), offset=offset, positions=positions)
+        return self.embedding_dropout(x)  # (B, T, D)
 
     def encode(self, src_ids: Tensor) -> Tensor:
         """src_ids (B, S) long -> memory (B, S, D)."""
@@ -106,15 +113,49 @@ class Transformer(nn.Module):
         return self.output_projection(hidden)  # (B, T, V) or (N, V)
 
     def forward(
-        self, src_ids: Tensor, tgt_ids: Tensor, *, keep: Tensor | None = None, project: bool = True
+        self,
+        src_ids: Tensor,
+        tgt_ids: Tensor,
+        *,
+        keep: Tensor | None = None,
+        project: bool = True,
+        packed: PackedBatch | None = None,
     ) -> Tensor:
         """src_ids (B, S) long, tgt_ids (B, T) long (shifted right) -> logits (B, T, V).
 
         With `keep` (B, T) bool, only the logits of the kept positions, (N, V) in row-major
         order: training keeps the positions with a real target, so that padding costs no
         vocabulary projection (the largest matrix product of a step) and no softmax. Without
-        `project`, the decoder's output instead of logits (see `decode`)."""
+        `project`, the decoder's output instead of logits (see `decode`).
+
+        With `packed`, a packed batch (packing.py): src_ids (1, M) and tgt_ids (1, N) are its
+        real tokens in row-major order, and the result is (N, V) (or (N, D)): what `keep` of
+        its real target positions gives for the padded batch, with nothing computed for
+        padding."""
+        if packed is not None:
+            return self._forward_packed(src_ids, tgt_ids, packed, project=project)
         return self.decode(tgt_ids, self.encode(src_ids), src_ids, keep=keep, project=project)
+
+    def _forward_packed(
+        self, src_ids: Tensor, tgt_ids: Tensor, packed: PackedBatch, *, project: bool
+    ) -> Tensor:
+        src, tgt = packed.src, packed.tgt
+        if max(src.width, tgt.width) > self.max_len:
+            raise ValueError(
+                f"input length {max(src.width, tgt.width)} is longer than the positional "
+                f"encoding table max_len={self.max_len}"
+            )
+        memory, _ = self.encoder(
+            self._embed(src_ids, self.src_embedding, positions=src.positions),
+            mask=PackedMask(src, src),
+        )  # (1, M, D)
+        output = self.decoder(
+            self._embed(tgt_ids, self.tgt_embedding, positions=tgt.positions),
+            memory,
+            memory_mask=PackedMask(tgt, src),
+        )
+        hidden = output.hidden[0]  # (N, D)
+        return self.output_projection(hidden) if project else hidden
 
     def start_cache(self, memory: Tensor, src_ids: Tensor, *, capacity: int = 64) -> DecoderCache:
         """An empty decoding cache for memory (B, S, D) of src_ids (B, S), with room for

@@ -2,7 +2,8 @@
 
 Masks follow the one tfm convention: boolean, True = this query may attend to this key,
 broadcastable to (B, H, Tq, Tk). `None` means "attend everywhere", which lets the fused kernel
-skip the mask.
+skip the mask. A packed batch (one sequence of sentences laid end to end, `packing.py`) has a
+`PackedMask` instead, which confines each query to its own sentence.
 
 Deviation from §3.2.1: a query whose keys are all masked gets an all-zero output (and all-zero
 weights) instead of the NaN a plain softmax over only -inf would give. This happens only for a
@@ -16,6 +17,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from tfm.transformer.packing import PackedMask
+
+# What may restrict attention: a boolean mask, or a packed batch's sentences.
+AttentionMask = Tensor | PackedMask
 
 
 class KeyValue(NamedTuple):
@@ -95,7 +101,7 @@ def scaled_dot_product_attention(
     key: Tensor,
     value: Tensor,
     *,
-    mask: Tensor | None = None,
+    mask: AttentionMask | None = None,
     is_causal: bool = False,
     dropout_p: float = 0.0,
     need_weights: bool = False,
@@ -104,13 +110,18 @@ def scaled_dot_product_attention(
 
     query (B, H, Tq, K), key and value (B, H, Tk, K); mask bool broadcastable to (B, H, Tq, Tk),
     True = may attend; `is_causal` adds the causal mask (bottom-right aligned). Returns the output
-    (B, H, Tq, K) and, when `need_weights`, the weights (B, H, Tq, Tk), else None.
+    (B, H, Tq, K) and, when `need_weights`, the weights (B, H, Tq, Tk), else None. With a
+    `PackedMask`, B is 1 and Tq, Tk count the packed tokens (`packed_attention`).
 
     Without `need_weights` this goes through `F.scaled_dot_product_attention`, which on CPU uses a
     fused kernel when dropout_p is 0; with it, through the explicit matmul/softmax/matmul path.
     Both give the same output. Training in bfloat16 on the CPU runs the fused kernel in float32
     (then rounds its output to bfloat16): its bfloat16 backward is several times slower there.
     """
+    if isinstance(mask, PackedMask):
+        if need_weights:
+            raise ValueError("attention weights of a packed batch are not available; pad it")
+        return packed_attention(query, key, value, mask, is_causal=is_causal, dropout_p=dropout_p)
     if not need_weights:
         if is_causal and (mask is not None or query.size(-2) != key.size(-2)):
             # SDPA's own is_causal is aligned top-left and cannot be combined with a mask.
@@ -140,6 +151,35 @@ def scaled_dot_product_attention(
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     attended = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return attended @ value, weights  # (B, H, Tq, K)
+
+
+def packed_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: PackedMask,
+    *,
+    is_causal: bool,
+    dropout_p: float,
+) -> tuple[Tensor, None]:
+    """Attention of a packed batch: query (1, H, N, K), key and value (1, H, M, K) -> (1, H, N, K).
+
+    On a CUDA GPU through the variable-length kernels; elsewhere through the padded layout with
+    the padded batch's own masks (none for causal self-attention: targets are right-padded, so
+    causality hides their padding), which gives a padded batch's numbers exactly."""
+    if query.device.type == "cuda":
+        out = mask.varlen_attention(query, key, value, is_causal=is_causal, dropout_p=dropout_p)
+        return out, None
+    queries, keys = mask.queries, mask.keys
+    out, _ = scaled_dot_product_attention(
+        queries.unpack(query),
+        keys.unpack(key),
+        keys.unpack(value),
+        mask=None if is_causal else mask.padded_key_mask(),
+        is_causal=is_causal,
+        dropout_p=dropout_p,
+    )  # (B, H, L, K)
+    return queries.pack(out), None
 
 
 def _bf16_backward_on_cpu(query: Tensor) -> bool:
@@ -193,7 +233,7 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         context: Tensor | None = None,
         *,
-        mask: Tensor | None = None,
+        mask: AttentionMask | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
@@ -213,7 +253,7 @@ class MultiHeadAttention(nn.Module):
         self,
         x: Tensor,
         *,
-        mask: Tensor | None = None,
+        mask: AttentionMask | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
         cache: KeyValueCache | None = None,
@@ -245,7 +285,7 @@ class MultiHeadAttention(nn.Module):
         x: Tensor,
         context: KeyValue,
         *,
-        mask: Tensor | None = None,
+        mask: AttentionMask | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention from x (B, T, D) to keys and values from `project_context`. Returns
@@ -260,7 +300,7 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key: Tensor,
         value: Tensor,
-        mask: Tensor | None,
+        mask: AttentionMask | None,
         is_causal: bool,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:

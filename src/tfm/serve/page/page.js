@@ -9,7 +9,7 @@ const AXES = {
   decoder: ["decoder input (query)", "decoder input (key)"],
 };
 const DEBOUNCE_MS = 300;
-const state = { info: null, attention: null, sequence: 0, timer: null };
+const state = { info: null, attention: null, shown: null, sequence: 0, timer: null };
 
 function requestHeaders() {
   const headers = { "Content-Type": "application/json" };
@@ -18,15 +18,29 @@ function requestHeaders() {
   return headers;
 }
 
+// The answer of the API, or an error whose message is a sentence for the reader.
 async function call(path, body) {
   const init = body === undefined
     ? { headers: requestHeaders() }
     : { method: "POST", headers: requestHeaders(), body: JSON.stringify(body) };
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {
+    throw new Error("The server did not answer; is it still running?");
+  }
   const data = await response.json().catch(() => ({ error: response.statusText }));
-  if (response.status === 401) $("key-label").hidden = false;
-  if (!response.ok) throw new Error(data.error || response.statusText);
+  if (response.status === 401) {
+    $("key-label").hidden = false;
+    throw new Error("This server needs its API key: type it in the API key box.");
+  }
+  if (!response.ok) throw new Error(asSentence(data.error || response.statusText));
   return data;
+}
+
+function asSentence(text) {
+  const capital = text.charAt(0).toUpperCase() + text.slice(1);
+  return /[.!?]$/.test(capital) ? capital : capital + ".";
 }
 
 // The colour of a weight: matplotlib's table of 256 colours at weight ** gamma, as tfm draws it.
@@ -60,7 +74,11 @@ async function loadInfo() {
     $("beam-size").value = String(Math.min(beam, info.limits.max_beam_size) - 1);
     fillNumbers($("n-best"), 5, 1, false);
     $("length-penalty").value = info.decoding.length_penalty ?? "";
-    $("attention-panel").hidden = !info.attention;
+    $("attention-view").hidden = !info.attention;
+    $("attention-absent").hidden = info.attention;
+    $("attention-absent").textContent = info.attention ? "" :
+      `No attention weights here: they need a torch run, and this server decodes a ${info.engine} ` +
+      "export. Serve the run it was exported from to see them.";
     $("status").textContent = "";
     schedule(0);
   } catch (error) {
@@ -82,8 +100,8 @@ async function translate() {
   const text = $("source").value.replace(/\s+/g, " ").trim();
   const sequence = ++state.sequence;
   if (!text || !state.info) {
-    $("translation").textContent = "";
-    $("n-best-list").replaceChildren();
+    clearResults();
+    $("status").textContent = "";
     return;
   }
   try {
@@ -96,15 +114,29 @@ async function translate() {
     showNBest(found.n_best ? found.n_best[0] : []);
     if (attention) {
       state.attention = attention;
+      state.shown = found.translations[0];
       fillNumbers($("layer"), attention.layers, 1, true);
       fillNumbers($("head"), attention.heads, 1, true);
       draw();
     }
-    $("status").textContent = "";
+    $("status").textContent = found.truncated
+      ? `Only the first ${state.info.model.max_len} tokens of the sentence were translated.` : "";
     document.body.dataset.translated = text;
   } catch (error) {
-    if (sequence === state.sequence) $("status").textContent = error.message;
+    if (sequence !== state.sequence) return;
+    clearResults();
+    $("status").textContent = error.message;
   }
+}
+
+// No translation, n-best list or heatmap left from an earlier sentence.
+function clearResults() {
+  state.attention = null;
+  $("translation").textContent = "";
+  $("n-best-list").replaceChildren();
+  $("heatmap").replaceChildren();
+  delete $("heatmap").dataset.view;
+  for (const id of ["attention-pair", "attention-note", "axes"]) $(id).textContent = "";
 }
 
 function showNBest(hypotheses) {
@@ -128,8 +160,8 @@ function draw() {
   const layer = Number($("layer").value);
   const head = Number($("head").value);
   const weights = a[kind][layer][head];
-  const rows = { cross: a.output_tokens, encoder: a.source_tokens, decoder: a.decoder_tokens }[kind];
-  const columns = kind === "decoder" ? a.decoder_tokens : a.source_tokens;
+  const rows = readable({ cross: a.output_tokens, encoder: a.source_tokens, decoder: a.decoder_tokens }[kind]);
+  const columns = readable(kind === "decoder" ? a.decoder_tokens : a.source_tokens);
   const table = $("heatmap");
   const head_row = document.createElement("tr");
   head_row.append(document.createElement("th"));
@@ -161,6 +193,9 @@ function draw() {
   table.replaceChildren(thead, tbody);
   table.dataset.view = `${kind} ${layer} ${head}`;
   $("attention-pair").textContent = `“${a.source}” → “${a.translation}”`;
+  $("attention-note").textContent = a.translation === state.shown
+    ? "These are the weights of the translation shown above (greedy search finds it too)."
+    : "These are the weights of greedy search's translation; beam search's, shown above, differs.";
   $("axes").textContent = `rows: ${AXES[kind][0]} · columns: ${AXES[kind][1]} · layer ${layer + 1}, head ${head + 1}`;
   $("masked-note").hidden = kind !== "decoder";
 }

@@ -1,0 +1,152 @@
+"""The model worker of `tfm serve` under requests that go wrong, against a server on 127.0.0.1
+over a translator double (`held`, one word a token): a heavy request does not starve a light
+one sent after it, its deadline is kept between its slices, a request that fails fails alone,
+a request too slow for the timeout is refused up front, and a worker that stopped is reported
+by /health and refuses requests at once instead of leaving them to time out."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+
+from http_client import call, served
+
+from tfm.serve.app import create_app
+from tfm.serve.request_limits import ServeLimits
+
+HEAVY = [f"heavy{i} x x" for i in range(6)]  # 3 words and </s>: 4 tokens each
+
+
+class Fatal(BaseException):
+    """Not an error a request can cause: what the worker cannot go on after."""
+
+
+def ask(base: str, sentences: list[str], answers: dict, name: str) -> threading.Thread:
+    """`sentences` sent from a thread; `answers[name]` gets the answer and the time it came."""
+
+    def send() -> None:
+        answer = call(base, "POST", "/translate", {"sentences": sentences})
+        answers[name] = (answer, time.monotonic())
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread
+
+
+def wait_until(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+def test_a_light_request_after_a_heavy_one_is_answered_first(held):
+    limits = ServeLimits(batch_tokens=4, batch_wait_ms=0)  # one heavy sentence a batch
+    held.seconds = 0.1
+    held.release.set()
+    app = create_app(held, limits)
+    answers: dict = {}
+    with served(app, limits) as base:
+        heavy = ask(base, HEAVY, answers, "heavy")
+        wait_until(lambda: held.calls)  # its first slice is being decoded
+        light = ask(base, ["light"], answers, "light")
+        for thread in (heavy, light):
+            thread.join(30)
+    (heavy_answer, heavy_at), (light_answer, light_at) = answers["heavy"], answers["light"]
+    assert heavy_answer.json() == {"translations": [s.upper() for s in HEAVY]}
+    assert light_answer.json() == {"translations": ["LIGHT"]}
+    assert light_at < heavy_at
+    assert ["light"] in held.calls[1:3]  # the next batch once it came, ahead of the heavy rest
+    assert [text for call_ in held.calls for text in call_ if text != "light"] == HEAVY
+
+
+def test_the_worker_stops_a_request_whose_deadline_passed_between_its_slices(held, caplog):
+    limits = ServeLimits(batch_tokens=4, batch_wait_ms=0, timeout_s=0.5)
+    held.seconds = 0.2  # 6 slices: 1.2 s, over the timeout
+    held.release.set()
+    with served(create_app(held, limits), limits) as base:
+        answer = call(base, "POST", "/translate", {"sentences": HEAVY})
+        assert answer.status == 503 and answer.json()["error"].startswith("not answered within")
+        started = time.monotonic()
+        assert call(base, "POST", "/translate", {"sentences": ["next"]}).status == 200
+        assert time.monotonic() - started < 0.5  # at most the slice under way, then "next"
+    decoded = [text for call_ in held.calls for text in call_]
+    assert decoded[-1] == "next" and len(decoded) <= 5  # the heavy rest was dropped
+    gc.collect()  # a result nobody took would be logged now, as asyncio collects its future
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_request_that_fails_fails_alone_and_the_worker_goes_on(held, caplog):
+    held.failing = RuntimeError("a bug")
+    limits = ServeLimits(batch_wait_ms=300)
+    app = create_app(held, limits)
+    answers: dict = {}
+    with served(app, limits) as base:
+        threads = [ask(base, [text], answers, text) for text in ("fail", "fine")]
+        wait_until(lambda: app.state.worker.pending == 2)
+        held.release.set()
+        for thread in threads:
+            thread.join(30)
+        assert call(base, "GET", "/health").json() == {"status": "ok"}
+        assert call(base, "POST", "/translate", {"sentences": ["later"]}).status == 200
+    failed, fine = answers["fail"][0], answers["fine"][0]
+    assert (failed.status, failed.json()) == (
+        500,
+        {"error": "decoding failed; the server's log says why"},
+    )
+    assert fine.json() == {"translations": ["FINE"]}
+    assert sorted(map(sorted, held.calls)) == [["fail"], ["fail", "fine"], ["fine"], ["later"]]
+    failures = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in failures] == ["decoding a request of 1 sentence(s) failed"]
+
+
+def test_a_worker_that_ended_is_reported_by_health_and_refuses_at_once(held):
+    held.failing = Fatal("the device is gone")
+    held.release.set()
+    app = create_app(held)
+    with served(app) as base:
+        answer = call(base, "POST", "/translate", {"sentences": ["fail"]})
+        stopped = "the model worker stopped (Fatal: the device is gone)"
+        assert (answer.status, answer.json()) == (
+            503,
+            {"error": f"nothing can be translated: {stopped}"},
+        )
+        health = call(base, "GET", "/health")
+        assert (health.status, health.json()) == (503, {"status": "stopped", "error": stopped})
+        started = time.monotonic()
+        assert call(base, "POST", "/translate", {"sentences": ["next"]}).status == 503
+        assert time.monotonic() - started < 1
+    assert held.calls == [["fail"]]
+
+
+def test_health_says_503_once_the_worker_is_stopped(held):
+    held.release.set()
+    app = create_app(held)
+    with served(app) as base:
+        assert call(base, "POST", "/translate", {"sentences": ["one"]}).status == 200
+        app.state.worker.stop()
+        health = call(base, "GET", "/health")
+        assert health.status == 503 and health.json()["status"] == "stopped"
+        answer = call(base, "POST", "/translate", {"sentences": ["two"]})
+        assert answer.status == 503
+        assert answer.json()["error"] == "nothing can be translated: the server is stopping"
+
+
+def test_a_request_slower_than_the_timeout_alone_is_refused_before_it_is_queued(held):
+    limits = ServeLimits(batch_tokens=8, batch_wait_ms=0, timeout_s=1)
+    held.seconds = 0.05
+    held.release.set()
+    with served(create_app(held, limits), limits) as base:
+        words = ["a", "b", "c", "d"]  # 2 tokens each: one batch of 8, about 0.2 s
+        assert call(base, "POST", "/translate", {"sentences": words}).status == 200
+        heavy = [f"{i} y z" for i in range(25)]  # 100 tokens: about 2.5 s at that speed
+        answer = call(base, "POST", "/translate", {"sentences": heavy})
+        assert answer.status == 413
+        error = answer.json()["error"]
+        assert error.startswith("beam 1 × 100 source tokens would take about ")
+        assert error.endswith(
+            " over its 1 s timeout (--timeout): send fewer sentences or a narrower beam"
+        )
+    assert held.calls == [words]
