@@ -136,3 +136,17 @@ def test_access_is_checked_before_anything_is_opened(tmp_path):
         assert check_access(ServeOptions(host=loopback)) is None
     with pytest.raises(UsageError, match="--host 192.168.1.2 serves other machines"):
         check_access(ServeOptions(host="192.168.1.2"))
+
+
+def test_every_limit_and_decoding_setting_is_an_option_of_serve_with_its_whole_help():
+    from dataclasses import fields
+
+    from tfm.prediction.strategies import SEARCH_KEYS, option_name
+    from tfm.serve.request_limits import option_name as limit_option
+
+    shown = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "400"}).stdout
+    words = " ".join(shown.replace("│", " ").split())
+    for limit in fields(ServeLimits):
+        help_text = " ".join(limit.metadata["help"].replace("`", "").split())
+        assert f"{limit_option(limit.name)} " in words and help_text in words, limit.name
+    assert all(f"{option_name(key)} " in words for key in SEARCH_KEYS)

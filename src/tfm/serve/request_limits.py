@@ -33,7 +33,7 @@ class ServeLimits:
     max_sentences: int = _limit(64, 1, "Sentences a request.")
     max_chars: int = _limit(1000, 1, "Characters a sentence.")
     max_tokens: int = _limit(
-        4096, 1, "Source tokens a request (after BPE, each sentence with its </s>)."
+        4096, 1, "Source tokens a request (after BPE, each sentence with its `</s>`)."
     )
     max_beam_tokens: int = _limit(
         16384, 1, "Beam size × source tokens a request: the work it asks of the model."
