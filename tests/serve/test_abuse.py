@@ -94,6 +94,20 @@ def test_requests_over_the_token_limits_are_413s_that_name_the_limit(server, eng
     )  # fmt: skip
 
 
+def test_a_seed_the_engine_cannot_repeat_is_a_422_and_no_traceback(server, engine, caplog):
+    caplog.set_level(logging.INFO)
+    body = {"sentences": [SENTENCE], "strategy": "sampling", "seed": 1}
+    answer = call(server, "POST", "/translate", body)
+    if engine.engine == "torch":
+        assert answer.status == 200
+    else:
+        assert (answer.status, answer.json()["error"]) == (
+            422, "seed 1: a CTranslate2 export cannot repeat seeded samples; sample without a "
+            "seed (--seed, decoding.seed), or decode with the tfm run",
+        )  # fmt: skip
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
 def test_a_sentence_cut_to_the_model_is_named_in_the_answer(server, engine):
     sentences = ["a bird sleeps", LONG]
     answer = call(server, "POST", "/translate", {"sentences": sentences}).json()

@@ -9,10 +9,12 @@ distinct set of decoding options. Between batches it drops the jobs whose caller
 waiting or whose deadline passed.
 
 A failure is the failing request's alone: a batch that fails is decoded again request by
-request, and the request that fails alone gets the exception. Were the thread ever to end
-otherwise, every waiting request gets `WorkerStopped` at once, and so does every later one
-(`alive` says so, for /health). At most `max_queue` requests are in the worker at once
-(`QueueFull` beyond); its inbox itself is unbounded, so stopping never waits for room.
+request, and the request that fails alone gets the exception (logged, unless it is a
+`TfmError`: what the engine refuses to do, such as a seed a CTranslate2 export cannot
+repeat). Were the thread ever to end otherwise, every waiting request gets `WorkerStopped` at
+once, and so does every later one (`alive` says so, for /health). At most `max_queue`
+requests are in the worker at once (`QueueFull` beyond); its inbox itself is unbounded, so
+stopping never waits for room.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from tfm.errors import TfmError
 from tfm.prediction.translator import Translator
 from tfm.serve.request_limits import ServeLimits
 from tfm.serve.work_share import Job, Part, next_batch
@@ -145,7 +148,9 @@ class BatchWorker:
                 for part in parts:
                     self._decode_group([part])
                 return
-            log.exception("decoding a request of %d sentence(s) failed", len(parts[0].job.texts))
+            if not isinstance(exc, TfmError):  # what tfm refuses is the request's, not a bug
+                log.exception("decoding a request of %d sentence(s) failed",
+                              len(parts[0].job.texts))  # fmt: skip
             self._finish(parts[0].job, exc, failed=True)
             return
         self._measure(sum(part.cost for part in parts), time.perf_counter() - started)
