@@ -93,7 +93,7 @@ def _train_and_report(
                  result.interrupted_by, result.steps, resume_command)  # fmt: skip
         # 128 + the signal's number, as shells report it
         return TrainOutcome(None, 143 if result.interrupted_by == "SIGTERM" else 130)
-    metric = cfg.train.early_stopping_metric
+    metric = result.metric  # the run's, planned or given
     sign = -1 if metric == "loss" else 1  # a loss is tracked negated, so higher is better
     best = "none" if result.best_score is None else f"{sign * result.best_score:.2f}"
     log.info("done: %d steps (%s); best validation %s %s at step %s;%s peak memory %.0f MiB",

@@ -42,7 +42,8 @@ def steps_left(
         validations = end // validate_every - step // validate_every + (end % validate_every > 0)
         return n * step_s + validations * validation_s
 
-    n = max(int((seconds - validation_s) / (step_s + validation_s / validate_every)), 0)
+    each = max(step_s + validation_s / validate_every, 1e-9)
+    n = max(int((seconds - validation_s) / each), 0)
     while n > 0 and cost(n) > seconds:
         n -= 1
     while cost(n + 1) <= seconds:

@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from tfm.config import Config, TrainConfig
+from tfm.config import Config, TrainConfig, planned
 from tfm.data.batching import steps_in_epoch
 from tfm.device import peak_memory_mib
 from tfm.training.data_parallel import DataParallel
@@ -45,6 +45,7 @@ class TrainResult:
     planned_steps: int | None = None  # what the step and epoch budgets allowed, as re-planned
     elapsed_s: float = 0.0  # training and validation time, all sessions of the run together
     budget_s: float | None = None  # train.max_minutes in seconds
+    metric: str = "bleu"  # the validation score `best_score` is of (train.early_stopping_metric)
     last_validation: dict | None = None  # the last validation's metrics event
     findings: tuple[str, ...] = ()  # degeneration found at the last validation (diagnostics)
 
@@ -68,19 +69,21 @@ def train(
 
 
 def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> TrainResult:
-    planned = _planned_steps(session, parallel)
+    steps_planned = _planned_steps(session, parallel)
     if parallel.is_main and session.resumed_from is None:
-        for warning in check_settings(session.config, planned):
+        for warning in check_settings(session.config, steps_planned):
             log.warning("%s", warning)
     bar = TrainingProgress(
-        total=planned, initial=session.progress.step, enabled=progress_bar and parallel.is_main
+        total=steps_planned,
+        initial=session.progress.step,
+        enabled=progress_bar and parallel.is_main,
     )
     try:
         reason = _run(session, parallel, bar)
         session.read_steps()
     finally:
         bar.close()
-    planned = _planned_steps(session, parallel)
+    steps_planned = _planned_steps(session, parallel)
     if parallel.is_main and session.progress.log_window.steps:
         _log_training(session, bar, partial=True)
     if parallel.is_main and session.saved_step != session.progress.step:
@@ -102,9 +105,10 @@ def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> T
         interrupted_by=parallel.stop.signal_name,
         rank=parallel.replicas.rank,
         peak_mib=peak_memory_mib(session.device),
-        planned_steps=planned,
+        planned_steps=steps_planned,
         elapsed_s=p.elapsed_s,
         budget_s=_budget_s(session.config.train),
+        metric=planned(session.config.train.early_stopping_metric, "train.early_stopping_metric"),
         last_validation=session.last_validation,
         findings=session.last_findings,
     )

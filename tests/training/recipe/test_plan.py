@@ -38,6 +38,7 @@ def test_a_data_only_config_trains_with_the_plan_it_logs_and_stores(tmp_path, ca
     assert result.exit_code == 0, result.output
     log = caplog.text
     assert "recipe from the data:" in log
+    assert "best validation bleu " in log  # the derived metric, named in the done line
     assert "corpus en→de: 400 pairs; words a sentence" in log
     stored = load_config(tmp_path / "run" / "config.yaml")
     assert f"BPE {stored.tokenizer.vocab_size:,}: tokens a sentence" in log
