@@ -62,7 +62,8 @@ from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas
 from tfm.training.loss import projected_loss_sum
 from tfm.training.schedule import build_optimizer
-from tfm.training.session import Session, open_session
+from tfm.training.session import Session
+from tfm.training.session_opening import open_session
 from tfm.training.state import Progress, UnreadSteps
 from tfm.training.utilisation import device_peak
 from tfm.training.utilisation import step_flops as model_step_flops

@@ -13,7 +13,7 @@ from tfm.data.epochs import EpochPlan
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.errors import ConfigError, UsageError
 from tfm.training import train
-from tfm.training.session import open_session as open_new_session
+from tfm.training.session_opening import open_session as open_new_session
 
 
 def session_for(config, resume=False):

@@ -19,7 +19,7 @@ from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, train_tokenizer
 from tfm.data.toy.generator import generate
 from tfm.errors import ConfigError
 from tfm.training import train
-from tfm.training.session import open_session
+from tfm.training.session_opening import open_session
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from tfm.training import StopFlag, optimizer_step
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas
-from tfm.training.session import open_session
+from tfm.training.session_opening import open_session
 
 
 class WeightCasts(TorchDispatchMode):

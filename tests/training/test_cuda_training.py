@@ -83,7 +83,7 @@ def test_training_steps_on_cuda_never_wait_for_the_gpu(tmp_path, precision):
     from tfm.training import StopFlag, optimizer_step
     from tfm.training.data_parallel import DataParallel
     from tfm.training.distributed import Replicas
-    from tfm.training.session import open_session
+    from tfm.training.session_opening import open_session
 
     config = tiny_config(tmp_path / "run", WIDER, device="cuda", precision=precision)
     session = open_session(config, resume=False, overwrite=False)
@@ -106,7 +106,7 @@ def test_training_steps_on_cuda_never_wait_for_the_gpu(tmp_path, precision):
 
 
 def test_precision_auto_trains_in_bf16_on_a_gpu_that_computes_in_it(tmp_path):
-    from tfm.training.session import open_session
+    from tfm.training.session_opening import open_session
 
     session = open_session(tiny_config(tmp_path / "run", device="cuda"), resume=False,
                            overwrite=False)  # fmt: skip

@@ -9,8 +9,7 @@ from builders import tiny_config, train_losses
 
 from tfm.errors import CheckpointError, TrainingError
 from tfm.rundir.checkpoint import load_checkpoint
-from tfm.training import session as session_module
-from tfm.training import step, train, validation
+from tfm.training import session_opening, step, train, validation
 
 
 def nan_at(steps: set[int], counter: list[int]):
@@ -86,7 +85,7 @@ def test_steps_read_once_per_window_log_and_skip_what_steps_read_one_by_one_do(
     them; the NaN steps are skipped on the device all the same, and counted when read."""
     runs = {}
     for name, each_step in (("each", True), ("window", False)):
-        monkeypatch.setattr(session_module, "reads_each_step", lambda device, e=each_step: e)
+        monkeypatch.setattr(session_opening, "reads_each_step", lambda device, e=each_step: e)
         monkeypatch.setattr(step, "projected_loss_sum", nan_at({2, 3, 7}, [0]))
         run = tmp_path / name
         train(tiny_config(run, max_steps=10, log_every=4), progress_bar=False)
@@ -102,7 +101,7 @@ def test_steps_read_once_per_window_log_and_skip_what_steps_read_one_by_one_do(
 
 
 def test_too_many_in_a_row_read_late_name_the_step_and_when_it_was_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(session_module, "reads_each_step", lambda device: False)
+    monkeypatch.setattr(session_opening, "reads_each_step", lambda device: False)
     monkeypatch.setattr(step, "projected_loss_sum", nan_at(set(range(3, 100)), [0]))
     config = tiny_config(tmp_path / "run", max_steps=20, max_nonfinite=3, log_every=8)
     with pytest.raises(TrainingError, match=r"^training stopped at step 5 \(read at step 8\): 3 "):
@@ -115,7 +114,7 @@ def test_a_step_does_not_read_the_device(tmp_path, monkeypatch):
     from tfm.training import StopFlag, optimizer_step
     from tfm.training.data_parallel import DataParallel
     from tfm.training.distributed import Replicas
-    from tfm.training.session import open_session
+    from tfm.training.session_opening import open_session
     from tfm.transformer import model as model_module
 
     session = open_session(tiny_config(tmp_path / "run"), resume=False, overwrite=False)
@@ -146,7 +145,7 @@ def test_a_skipped_step_leaves_weights_moments_and_step_count_as_they_were(tmp_p
     from tfm.training import StopFlag, optimizer_step
     from tfm.training.data_parallel import DataParallel
     from tfm.training.distributed import Replicas
-    from tfm.training.session import open_session
+    from tfm.training.session_opening import open_session
 
     session = open_session(tiny_config(tmp_path / "run"), resume=False, overwrite=False)
     parallel = DataParallel(Replicas(), session, StopFlag())

@@ -15,8 +15,7 @@ from tfm.rundir.manifest import record_manifest
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore
-from tfm.training import session as session_module
-from tfm.training import train
+from tfm.training import session_opening, train
 
 N_STEPS = 10
 
@@ -61,8 +60,8 @@ def test_resume_is_bit_identical(tmp_path, straight, batches_per_epoch, where):
 
 
 def restore_without(piece: str):
-    """A Session.restore that forgets one piece of the training state."""
-    original = session_module.Session.restore
+    """A `restore` that forgets one piece of the training state."""
+    original = session_opening.restore
 
     def forgetful(session, checkpoint):
         state = checkpoint.state
@@ -90,7 +89,7 @@ def restore_without(piece: str):
 
 @pytest.mark.parametrize("piece", ["model", "optimizer", "rng", "position", "step"])
 def test_leaving_out_any_piece_breaks_the_comparison(tmp_path, monkeypatch, straight, piece):
-    monkeypatch.setattr(session_module.Session, "restore", restore_without(piece))
+    monkeypatch.setattr(session_opening, "restore", restore_without(piece))
     run = tmp_path / "run"
     stop_and_resume(run, 3)
     resumed = train_losses(run)

@@ -11,7 +11,7 @@ from torch._dynamo.utils import counters
 from tfm.data.batching import collate, pad_to_static_shape, static_shape, static_size
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import data_parallel, train
-from tfm.training.session import open_session
+from tfm.training.session_opening import open_session
 from tfm.transformer import ModelArgs, build_model
 
 IDS = {"pad_id": 0, "bos_id": 1, "eos_id": 2}

@@ -8,7 +8,7 @@ from tfm.training import StopFlag, optimizer_step, train
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas
 from tfm.training.schedule import learning_rate, peak_learning_rate
-from tfm.training.session import open_session
+from tfm.training.session_opening import open_session
 
 
 def first_logged_loss(run) -> float:

@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tfm.data.batching import collate
 from tfm.training import train
-from tfm.training.session import open_session
+from tfm.training.session_opening import open_session
 from tfm.training.utilisation import PEAKS, describe, known_peak, step_flops
 from tfm.transformer import ModelArgs, build_model
 

@@ -20,7 +20,7 @@ from transformer_helpers import (
 
 import tfm
 from tfm.config import Config, ModelConfig
-from tfm.training.session import model_args
+from tfm.training.session_opening import model_args
 from tfm.transformer import ModelArgs, Transformer, build_model
 
 V = 40

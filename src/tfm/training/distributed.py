@@ -48,7 +48,8 @@ import torch.distributed as dist
 from tfm.config import Config
 from tfm.errors import TfmError, TrainingError, UsageError
 from tfm.rundir.lock import run_lock
-from tfm.training.session import Session, open_session
+from tfm.training.session import Session
+from tfm.training.session_opening import open_session
 
 log = logging.getLogger(__name__)
 

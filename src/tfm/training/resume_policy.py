@@ -99,7 +99,7 @@ SCHEDULE_KEYS = ("lr", "warmup_steps")  # the §5.3 schedule sets the rate befor
 def optimizer_changes(stored: dict, new: dict) -> list[tuple[str, object, object]]:
     """The optimizer and schedule keys of the train section that a resumed run changes, as
     (key, stored value, new value): the optimizer's state comes from the checkpoint, so the
-    session must put the new values into it (`Session.restore`); the schedule reads its keys
+    session must put the new values into it (`session_opening.restore`); the schedule reads its keys
     from the config at every step."""
     old, current = as_current_schema(stored)["train"], new["train"]
     return [
