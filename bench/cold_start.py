@@ -1,15 +1,17 @@
 """Cold start of `tfm translate "one sentence"`: a whole new process, against `import torch`.
 
-    python bench/cold_start.py --run runs/toy      # a trained run; 10 pairs of timings
-    python bench/cold_start.py --quick             # a tiny run trained here, 2 pairs (tests)
+    python bench/cold_start.py --run runs/toy --repeats 10   # a trained run, 10 pairs of timings
+    python bench/cold_start.py --quick                       # a run trained here, 2 pairs (tests)
 
-Each pair times, one right after the other, a fresh `python -m tfm translate --run RUN
-SENTENCE` and a fresh `python -c "import torch"`, from their start to their exit (Python's own
-start included). torch's import is the floor that translation cannot go below; the ratio of each
-pair says what tfm adds (its imports, opening the run, one sentence of decoding), and medians of
-the pairs' seconds and ratios are reported, with quartiles. The translate processes also report
-which heavy modules they imported that translation never needs (`datasets`, pandas, pyarrow,
-matplotlib, sacreBLEU): there should be none.
+A script that translates one sentence at a time pays for a whole process each time. Each pair
+times, one right after the other, a fresh `python -m tfm translate --run RUN "the small dog sees
+the big cat"` and a fresh `python -c "import torch"`, from their start to their exit (Python's
+own start included). torch's import is the floor that translation cannot go below; the ratio of
+each pair says what tfm adds (Python's start, typer, pydantic and the config schema, tokenizers,
+opening the run, one sentence of decoding), and medians of the pairs' seconds and ratios are
+reported, with quartiles. The translate processes also report which heavy modules they imported
+that translation never needs (`datasets` with pandas and pyarrow, matplotlib, sacreBLEU): there
+should be none.
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ def quick_run(directory: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--run", type=Path, help="a trained run directory (default: runs/toy)")
     parser.add_argument("--repeats", type=int, default=10, help="pairs of timings (default 10)")
     parser.add_argument("--quick", action="store_true", help="a tiny run trained here, 2 pairs")

@@ -1,15 +1,18 @@
 """Memory of `tfm translate --file` and `tfm eval --src --ref` against the number of input lines.
 
-For each size it writes that many toy sentence pairs (a seed of their own, unlike the run's
-corpus), then runs, as fresh processes, `tfm translate --file` and `tfm eval --src --ref`, and
-reads each one's peak resident set from the kernel when it exits. The small size is the
-baseline: the report gives each command's peak at every size, its ratio to the baseline's peak
-and the growth per 1,000 lines. Flat memory is a ratio near 1: what grows with the input is its
-text and the hypotheses' text, not batches, tensors or ids.
-
     python bench/decode_memory.py --run runs/toy                     # 5,000 and 50,000 lines
     python bench/decode_memory.py --run runs/toy --sizes 5000 20000 50000
     python bench/decode_memory.py --quick                            # tiny run, 200 and 2,000
+
+For each size it writes that many toy sentence pairs the run has not seen (a seed of their own,
+unlike the run's corpus), then runs, as fresh processes, `tfm translate --file` and `tfm eval
+--src --ref --json`, and reads each one's peak resident set from the kernel when it exits. The
+small size is the baseline: the report gives each command's peak at every size, its ratio to the
+baseline's peak and the growth per 1,000 lines.
+
+`translate --file` decodes the file 1,000 lines at a time; `eval` encodes and decodes 5,000 at a
+time and sums sacreBLEU's sentence statistics chunk by chunk. Flat memory is a ratio near 1:
+what grows with the input is its text and the hypotheses' text, not batches, tensors or ids.
 """
 
 from __future__ import annotations
@@ -99,7 +102,9 @@ def report(rows: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--run", type=Path, help="a trained run directory (default: runs/toy)")
     parser.add_argument("--sizes", type=int, nargs="+", help="lines, smallest first (5000 50000)")
     parser.add_argument("--quick", action="store_true", help="a tiny run trained here, 200/2000")

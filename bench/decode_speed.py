@@ -2,26 +2,29 @@
 `TorchTranslator`'s search over token ids) against naive decoding, one sentence at a time without
 a key/value cache (`_naive_decoding.naive_greedy`); and beam search (beam 5) against greedy.
 
-    PYTHONPATH=src python bench/decode_speed.py            # a few minutes on 2 CPU cores
-    PYTHONPATH=src python bench/decode_speed.py --short    # 200 sentences, 2 rounds, about 30 s
-    PYTHONPATH=src python bench/decode_speed.py --quick    # a tiny toy model, seconds (tests)
+    python bench/decode_speed.py            # a few minutes on 2 CPU cores
+    python bench/decode_speed.py --rounds 4
+    python bench/decode_speed.py --run runs/bench/multi30k-de-en --rounds 4 --uncached-per-round 10
+    python bench/decode_speed.py --short    # 200 sentences, 2 rounds, about 30 s
+    python bench/decode_speed.py --quick    # a tiny toy model, seconds (tests)
 
 Both greedy variants must return identical token ids (checked on every sentence). Output lengths
 are fixed the same way for every variant: the output limit of the schema's defaults,
 floor(1.5 * S + 10) tokens per sentence (`decoding.max_len_a`, `decoding.max_len_b`); by default
 the model is untrained (`--train-steps 0`), and an untrained model practically never emits EOS,
 so every sentence runs to that limit: a fixed, known amount of work per sentence, the same for
-all variants (the mean output length is printed). With `--train-steps N` the model first trains
-N steps with tfm's own training step, so lengths become realistic (and shorter); `--run DIR`
-decodes with a trained run's model and tokenizer instead (e.g. `bench/multi30k.py`'s), which is
-how decoding behaves in use: sentences end at EOS.
+all variants (the mean output length is printed), and the worst case for beam search. With
+`--train-steps N` the model first trains N steps with tfm's own training step, so lengths become
+realistic (and shorter); `--run DIR` decodes with a trained run's model and tokenizer instead
+(e.g. `bench/multi30k.py`'s), which is how decoding behaves in use: sentences end at EOS.
 
-Rounds interleave the variants (A B, then B A, ...): each round decodes the whole set with the
-Translator and a new sample of `--uncached-per-round` sentences one at a time (the naive way
-is too slow to run the whole set several times); each round gives one ratio of sentences per
-second, and the median ratio is reported. Beam against greedy: each round decodes one slice of
-the set (1/rounds of it) both ways. One torch thread by default (`--threads`): with two threads on
-cores that other jobs share, decoding's many small operations stall and vary 5-10x round to round.
+Rounds interleave the variants (A B, then B A, ...): each round decodes the whole set (1,000
+sentences) with the Translator and a new random sample of `--uncached-per-round` sentences one at
+a time (the naive way is too slow to run the whole set several times); each round gives one ratio
+of sentences per second, and the median ratio is reported. Beam against greedy: each round
+decodes one slice of the set (1/rounds of it) both ways. One torch thread by default
+(`--threads`): with two threads on cores that other jobs share, decoding's many small operations
+stall and vary 5-10x round to round.
 """
 
 import argparse
@@ -166,7 +169,9 @@ def compare(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_data_options(parser)
     parser.add_argument("--short", action="store_true", help="200 sentences, 2 rounds, 8 naive")
     parser.add_argument("--sentences", type=int, default=1000, help="test2016 sentences to use")

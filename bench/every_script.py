@@ -1,7 +1,11 @@
 """Every script: how tfm's BPE treats each language pair's writing system.
 
+    OMP_NUM_THREADS=1 python bench/every_script.py --data ../shared/data/tatoeba
+    python bench/every_script.py --quick      # toy German and a few Japanese lines
+
 For each English–X corpus (tfm's `text` format: `{split}.en` and `{split}.X`, one sentence a
-line) it learns tfm's joint BPE on the training split and reports, for the X side:
+line; by default Tatoeba's six pairs: French, Italian, Turkish, Ukrainian, Hebrew, Japanese) it
+learns tfm's joint BPE (--vocab-size, 8,000) on the training split and reports, for the X side:
     characters   distinct characters of train and those seen there only once, and whether
                  byte fallback is on by default (`tokenizer.byte_fallback: null`, decided on
                  both sides' text)
@@ -12,8 +16,9 @@ For unspaced text (Japanese, Chinese) it also learns BPE with the text first spl
 script changes (kanji, hiragana, katakana runs) and into single characters, and reports their
 tokens a sentence and learning time against tfm's whole-sentence pieces, as ratios.
 
-    PYTHONPATH=src OMP_NUM_THREADS=1 python bench/every_script.py --data ../shared/data/tatoeba
-    PYTHONPATH=src python bench/every_script.py --quick      # toy German and a few Japanese lines
+A sentence counts as an exact round trip when it decodes back to the very text; one the
+normalizer changes (NFC, for instance marks written out of Unicode's canonical order) decodes
+as its normalized form and does not count, with byte fallback or without.
 """
 
 import argparse
@@ -133,7 +138,9 @@ def report(name: str, data: dict, vocab_size: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, help="folder of en-X folders (Tatoeba's six)")
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
     parser.add_argument("--vocab-size", type=int, default=8000)

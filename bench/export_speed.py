@@ -1,8 +1,9 @@
 """Decoding speed of a CTranslate2 export (`tfm.deploy`) against tfm's own decoding, in one run:
 tfm, CTranslate2 float32 and CTranslate2 int8, each greedy and beam 5, on 1 and 2 threads.
 
-    PYTHONPATH=src python bench/export_speed.py --run RUN   # Multi30k test2016 (1,000 sentences)
-    PYTHONPATH=src python bench/export_speed.py --quick     # a toy run trained in seconds, 50
+    python bench/export_speed.py --run RUN               # Multi30k test2016 (1,000 sentences)
+    python bench/export_speed.py --run RUN --threads 1   # quieter where other jobs share the cores
+    python bench/export_speed.py --quick                 # a toy run trained in seconds, 50
 
 Sentences per second are text in, text out (tokenising and detokenising included), of all the
 sentences at once (each engine opened by `tfm.commands.engines.open_translator`),
@@ -181,7 +182,9 @@ def report(rows: list[dict], n: int, rounds: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--run", type=Path, help="the trained run to export and compare")
     parser.add_argument("--data", type=Path, help="folder of test2016.{de,en} (Multi30k)")
     parser.add_argument("--sentences", type=int, default=1000, help="how many to translate")

@@ -4,15 +4,16 @@
         one training step of the Multi30k model under torch.profiler: the attention operations
         and kernels it ran with their time, and whether the step runs at all with only PyTorch's
         flash kernel allowed (`sdpa_kernel(FLASH_ATTENTION)`): the proof that every attention
-        of the step is on flash
+        of the step is on flash. A packed bf16 step should run so; a padded one cannot (its
+        masks need the memory-efficient kernel).
     (b) the loss of the base model's step (25k real target tokens, d_model 512, 32k vocabulary)
         in bf16 autocast, forward and backward: `projected_loss_sum` with its softmax compiled
         and eager, against the output projection and `F.cross_entropy` on the whole logits,
         interleaved: median milliseconds, the speed of each against the whole logits, and the
         memory each takes beyond its inputs
 
-    PYTHONPATH=src python bench/gpu_kernels.py --data DIR --json kernels.json   # on a CUDA GPU
-    PYTHONPATH=src python bench/gpu_kernels.py --quick                          # CPU, seconds
+    python bench/gpu_kernels.py --data DIR --json kernels.json   # on a CUDA GPU
+    python bench/gpu_kernels.py --quick                          # CPU, seconds
 
 --quick runs both parts on the CPU with tiny sizes, (b) without the compiled softmax (a CPU
 compilation takes tens of seconds).
@@ -167,7 +168,9 @@ def loss_kernels(args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_data_options(parser)
     parser.add_argument("--device", default="cuda", help="cuda, or cpu (--quick: cpu)")
     parser.add_argument("--steps", type=int, default=10, help="timed repeats per loss in (b)")

@@ -1,4 +1,4 @@
-"""Every figure of tfm's GPU goals in one run of under 8 minutes on one H100 or H200, each part
+r"""Every figure of tfm's GPU goals in one run of under 8 minutes on one H100 or H200, each part
 in its own process, everything written to files in --out:
 
     cuda_tests.txt      the CUDA tests (they skip where there is no GPU)
@@ -14,14 +14,35 @@ in its own process, everything written to files in --out:
 
 Parts run in that order (the base run before the recipe, the compiled run last), each cut to
 what is left of --budget-minutes; one that fails or runs out of time is recorded so and the next
-runs. On a lent GPU machine (which reaches no package index
-and gets only the checkout), with the missing wheels in .whl/ and the Multi30k files in .data/
-(both folders ignored by git, named in the run's carry):
+runs. On a GPU machine that reaches no package index and gets only the checkout, put the
+Multi30k files in .data/multi30k/ and the wheels it lacks in .whl/ (both ignored by git, listed
+in .git/info/exclude), carry both, and run:
 
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     PYTHONPATH=/tmp/site:src python3 bench/gpu_round.py --data .data/multi30k --out "$OUT"
 
-    PYTHONPATH=src python bench/gpu_round.py --quick --out DIR    # CPU, tiny models (tests)
+    python bench/gpu_round.py --quick --out DIR    # CPU, tiny models (tests)
+
+The CUDA tests (tests/transformer/test_cuda.py, test_cuda_packing.py,
+tests/training/test_cuda_training.py) run where a GPU is present and are skipped elsewhere. They
+check forward and gradients, the fused losses in float32 and bf16, the fused attention kernels,
+packed batches on the variable-length kernels (flash alone in bf16), greedy and beam outputs and
+training steps against the CPU, evaluation of a GPU-trained run on the CPU, tied weights stored
+once, and that cuDNN's attention kernel stays off. The same figures by hand, alone on the GPU:
+
+    python -m pytest -q tests/transformer/test_cuda.py tests/transformer/test_cuda_packing.py \
+        tests/training/test_cuda_training.py
+    python bench/gpu_speed.py --data DIR --json figures.json
+    python bench/cuda_precision.py --steps 60
+    python bench/train_speed.py --device cuda --only e --steps 22 --warmup 10 \
+        --set train.max_tokens=16384
+    python bench/multi30k.py --config configs/multi30k_gpu.yaml --directions de-en --minutes 10 \
+        --average 5 --device-name "1 H100"
+
+An epoch holds only 32 batches of 16,384 tokens, so train_speed.py --steps above 22 with
+--warmup 10 adds nothing. Training runs stop on their own clock (--minutes); a machine that cuts
+each command short can train in several `multi30k.py --resume` calls with `--score none` and
+score in the last.
 """
 
 from __future__ import annotations
@@ -144,7 +165,9 @@ def goals(runs: dict, speed: dict) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_data_options(parser)
     parser.add_argument("--out", type=Path, default=os.environ.get("OUT"), help="default: $OUT")
     parser.add_argument("--budget-minutes", type=float, default=8.0)

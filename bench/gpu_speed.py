@@ -1,29 +1,46 @@
 """Every GPU figure of tfm in one command, in under 8 minutes on one H100 or H200:
 
-    (a) the matrix-product peak of this device, float32 and bf16, measured in this run
+    (a) the device's float32 and bf16 matrix-product rates (8192 x 8192), measured in this run
     (b) training steps of the Multi30k model (d_model 256, 3 + 3 layers, 4,096-token batches) and
-        of the paper's base model (d_model 512, 6 + 6 layers, 32k vocabulary, 25k-token batches):
-        float32 and bf16 autocast, each with dynamic and with static shapes (`train.static_shapes`),
-        alternating step by step over the same batches from the same initial weights. Per variant:
-        median step time, real target tokens per second, model TFLOP/s and MFU (FLOPs of each
-        batch's own shape, `tfm.training.utilisation`, over the datasheet peak of the variant's
-        precision and over the peak measured in (a)), and its speed against float32 with dynamic
-        shapes (the median of step-by-step ratios). For the base model also the validation loss
-        after the same steps, bf16 against float32.
+        of the paper's base model (d_model 512, 6 + 6 layers, 32k joint vocabulary, 25k-token
+        batches): float32 and bf16 autocast, padded and packed (`train.layout`), and bf16 with
+        static shapes (`train.static_shapes`), alternating step by step over the same batches
+        from the same initial weights. Per variant: median step time, real target tokens per
+        second, model TFLOP/s (of what each layout computes) and MFU (over the datasheet peak of
+        the variant's precision, `tfm.training.utilisation.PEAKS`, and over the rate measured in
+        (a)), and its speed against float32 (the median of step-by-step ratios). For both
+        models also the validation loss after the same steps, bf16 (padded and packed) against
+        float32.
     (c) the de→en recipe (configs/multi30k_gpu.yaml) trained to its end (`tfm.training.train`):
-        its steps, wall time and the steps' time at (b)'s median step; then test2016 decoded
-        greedy and with beam 5 (`tfm eval`'s `evaluate_run`): BLEU and sentences per second
+        its steps, wall time, and its steps' own time (the `step_ms` of its log lines, and at
+        (b)'s median step); then test2016 decoded greedy and with beam 5 (`tfm eval`'s
+        `evaluate_run`): BLEU and sentences per second
     (d) the Multi30k model's bf16 steps with static shapes under train.compile (on CUDA,
         "reduce-overhead": CUDA graphs), on batches of the two commonest static shapes, against
         the same steps uncompiled; left out when less than --compile-minutes remain
 
-    PYTHONPATH=src python bench/gpu_speed.py --data DIR --json figures.json   # on a CUDA GPU
-    PYTHONPATH=src python bench/gpu_speed.py --quick                          # CPU, seconds (tests)
+    python bench/gpu_speed.py --data DIR --json figures.json   # on a CUDA GPU
+    python bench/gpu_speed.py --data DIR --only base           # one part: small, base, c or d
+    python bench/gpu_speed.py --quick                          # CPU, seconds (tests)
 
 A part that fails (for instance a compiler or CUDA-graph error in (d)) prints its error and the
 script goes on with the next. Each part is skipped, saying so, when the time budget
 (--budget-minutes, default 7.5) would run out before it ends. --quick runs every part but (d) with
 tiny models on the built-in toy corpus, on the CPU, in float32 and bf16.
+
+Goals, each a ratio or share within one run: the base model in bf16 at >= 35% of the dense bf16
+peak with its validation loss within 1% of float32's; the small model's median step <= 8 ms in
+`tfm train` itself; the recipe's training steps <= 45 s with test2016 BLEU within 0.5 of 39.76.
+
+Model FLOPs (`tfm.training.utilisation`) are those of the matrix products, counted from the
+model's shape and each batch's padded shape as `torch.utils.flop_counter` counts them (the tests
+check they are equal): 3 x the forward's, the output projection over real target tokens only; a
+packed batch (`train.layout: packed`) counts only its real tokens and each sentence's own
+attention scores. Training logs them too: the start log gives the FLOPs per target token and the
+peak MFU is measured against, and each metrics.jsonl line `step_ms` (its steps' mean),
+`model_tflops_per_s` and, on a GPU of the table, `mfu`. The table's dense peaks (TFLOP/s, bf16 /
+float32 without TF32) from NVIDIA's datasheets: H100 SXM 989.4 / 66.9, H100 PCIe 756 / 51.2,
+H100 NVL 835 / 60, H200 989.4 / 66.9, A100 312 / 19.5, L4 121 / 30.3.
 """
 
 from __future__ import annotations
@@ -314,7 +331,9 @@ def part(name: str, clock: Clock, needs_s: float, run: Callable[[], dict]) -> di
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_data_options(parser)
     parser.add_argument("--steps", type=int, default=40, help="timed steps per variant in (b)")
     parser.add_argument("--base-steps", type=int, default=20, help="the same, for the base model")

@@ -1,31 +1,48 @@
-"""Train and evaluate Multi30k in both directions from the local copy; one table row per run.
+r"""Train and evaluate Multi30k in both directions from the local copy; one table row per run.
 
-    PYTHONPATH=src python bench/multi30k.py --minutes 60            # de->en and en->de, CPU
-    PYTHONPATH=src python bench/multi30k.py --config configs/multi30k_cpu.yaml --average 5
-    PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
-    PYTHONPATH=src python bench/multi30k.py --directions de-en --minutes 90 --resume  # 10 -> 90
-    PYTHONPATH=src python bench/multi30k.py --directions en-de --minutes 90 --resume --alphas 0.6 2
-    PYTHONPATH=src python bench/multi30k.py --directions en-de --seeds 0 1 --parallel --average 10
-    PYTHONPATH=src python bench/multi30k.py --quick --runs runs/quick   # a tiny toy run (tests)
+    python bench/multi30k.py --minutes 60            # de->en and en->de, CPU
+    python bench/multi30k.py --config configs/multi30k_cpu.yaml --directions de-en --minutes 60 \
+        --average 5
+    python bench/multi30k.py --config configs/multi30k_tiny.yaml --directions en-de --minutes 140 \
+        --average 10
+    python bench/multi30k.py --config configs/multi30k_tiny.yaml --directions en-de --minutes 120 \
+        --average 10 --seeds 2 3 --parallel
+    python bench/multi30k.py --directions en-de --minutes 260 --runs runs/bit --seeds 2 3 \
+        --parallel --resume
+    python bench/multi30k.py --directions de-en --minutes 10 --set train.lr=7e-4
+    python bench/multi30k.py --directions de-en --minutes 90 --resume  # 10 -> 90
+    python bench/multi30k.py --directions en-de --minutes 90 --resume --alphas 0.6 2
+    python bench/multi30k.py --quick --runs runs/quick   # a tiny toy run (tests)
 
 Each run trains `--config` (default `configs/multi30k.yaml`) with its three splits pointed at the
 Multi30k copy (train, val, test2016 in --data, else $TFM_MULTI30K, else ../shared/data/multi30k
-beside the checkout), for at most --minutes, then scores test2016 with
-greedy and beam search (and, with --average N, the same two for the average of the last N
-checkpoints). With --seeds, one run per seed (`train.seed`), each scored so, and then every row
-again for the ensemble of the seeds' models (`tfm eval --ensemble`); --parallel trains the seeds at
-the same time, each with an equal share of the CPU threads (their log lines led by the run's name);
-`--score ensemble` leaves out the single runs' rows, and `--score none` only trains (a device that
-limits each command's time can train in several --resume calls and score in the last). With --resume
-it continues the runs already in --runs (`tfm train --resume`, from each run's own config.yaml, so
---config and the first --set flags need not be given again) until --minutes of training in all, then
-scores them the same way. With --alphas, each beam row decodes the validation split once per GNMT
-length penalty alpha and scores test2016 with the alpha of the best validation BLEU (cased), named
-in its decoding cell. Rows are Markdown: direction, decoding, cased sacreBLEU (its default:
-detokenized, 13a) with signature, lowercased BLEU, chrF, training minutes (the run's own clock,
-validation included; an ensemble's, the sum of its runs'), device, parameters. --quick trains a
-tiny model for a few steps on the built-in toy corpus instead (no Multi30k needed) and scores its
-test split the same way: the whole script in seconds.
+beside the checkout), for at most --minutes of training clock (it sets `train.max_minutes`),
+then scores test2016 with greedy and beam search (and, with --average N, the same two for the
+average of the last N checkpoints). Options:
+
+--runs DIR     (default runs/bench) holds the runs, named multi30k-DIRECTION or
+               multi30k-DIRECTION-seedS; --set KEY=VALUE adds config overrides.
+--seeds S ...  one run per seed (`train.seed`), each scored so, and then every row again for
+               the ensemble of the seeds' models (`tfm eval --ensemble`); --parallel trains the
+               seeds at the same time, each with an equal share of the CPU threads (their log
+               lines led by the run's name; a GPU is shared as it is).
+--score        all, ensemble (leaves out the single runs' rows) or none (only trains: a device
+               that limits each command's time can train in several --resume calls and score in
+               the last).
+--resume       continues the runs already in --runs (`tfm train --resume`, from each run's own
+               config.yaml, so --config and the first --set flags need not be given again) until
+               --minutes of training in all, then scores them the same way.
+--alphas A ... each beam row decodes the validation split once per GNMT length penalty alpha and
+               scores test2016 with the alpha of the best validation BLEU (cased), named in its
+               decoding cell (on Multi30k this did not carry over to test: docs/experiments.md).
+--device-name  the device column's label.
+
+Rows are Markdown: direction, decoding, cased sacreBLEU (its default: detokenized, 13a) with
+signature, lowercased BLEU, chrF, training minutes (the run's own clock, validation included; an
+ensemble's, the sum of its runs'), device, parameters. --quick trains a tiny model for a few
+steps on the built-in toy corpus instead (no Multi30k needed) and scores its test split the same
+way: the whole script in seconds. The recipes, their results and training times are in
+docs/recipes.md.
 """
 
 from __future__ import annotations
@@ -220,7 +237,9 @@ def parameters(run: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_data_options(parser)
     parser.add_argument("--directions", nargs="+", default=["de-en", "en-de"])
     parser.add_argument("--config", default=str(ROOT / "configs" / "multi30k.yaml"))

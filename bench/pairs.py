@@ -284,7 +284,9 @@ def jobs_for(args: argparse.Namespace, folder: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", default=os.environ.get("TFM_TATOEBA", str(DATA)))
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
     parser.add_argument("--variants", nargs="*", default=["derived"], choices=list(VARIANTS))

@@ -6,12 +6,14 @@ the length of the server's log and its exit on SIGTERM.
     python bench/serve_abuse.py --run RUN    # a trained run and its test sentences
     python bench/serve_abuse.py --quick      # a tiny toy run, 1.5 s a phase
 
-One `tfm serve --port 0` process (the command as a user starts it: default limits, one thread)
-serves every phase. In each, the normal client sends the run's test sentences, one a request,
-each once the previous one is answered, for `--seconds`, while the abuse runs:
+Without --run the script trains a toy en→de run (d_model 64, 200 steps) and the normal client
+sends its 200 test sentences. One `tfm serve --port 0` process (the command as a user starts it:
+default limits, one thread) serves every phase. In each, the normal client sends the run's test
+sentences, one a request, each once the previous one is answered, for `--seconds`, while the
+abuse runs:
 - none: the baseline;
 - idle: `--idle` connections (1,000) opened and held without sending a byte; those the server
-  closes (its read timeout) are opened again at once;
+  closes (its read timeout, 10 s) are opened again at once;
 - heavy: `--heavy` clients (10), each sending, one after another, the heaviest request the
   server's limits allow (read from /info: max_sentences sentences of max_tokens / max_sentences
   tokens, at the beam that makes max_beam_tokens);
@@ -21,7 +23,8 @@ each once the previous one is answered, for `--seconds`, while the abuse runs:
 A row gives the normal client's answers, failures (any answer but 200, or none), p50 and p99,
 and what the abuse met. Goals: no failed normal request, p99 under 1 s beside idle connections
 and malformed requests and under 3 s beside heavy ones, under 100 lines of server log for the
-whole run, and exit 0 on SIGTERM. Client and server share the machine's cores.
+whole run, and exit 0 on SIGTERM. Client and server share the machine's cores, so the figures
+move with other jobs on the machine.
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ TOY = [  # the full run's model when no --run is given: the toy grammar learnt i
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--run", type=Path, help="A trained run (default: a toy run trained here).")
     parser.add_argument("--quick", action="store_true", help="A tiny toy run, 1.5 s a phase.")
     parser.add_argument("--seconds", type=float, default=30, help="Seconds a phase.")

@@ -1,17 +1,20 @@
 """Load on `tfm serve`: N concurrent clients on loopback send test-set sentences, one a request,
 to a server of a torch run and of its int8 CTranslate2 export, in one run.
 
-    PYTHONPATH=src python bench/serve_load.py --run RUN     # Multi30k test2016 sources
-    PYTHONPATH=src python bench/serve_load.py --quick       # a toy run trained in seconds
+    python bench/serve_load.py --run RUN --clients 1,4,16,64 --requests 40 --seconds 60
+    python bench/serve_load.py --run RUN --device cpu    # a GPU-trained run, served on the CPU
+    python bench/serve_load.py --quick                   # a toy run trained in seconds
 
 For each engine a `tfm serve --port 0` process is started (the command, as a user starts it),
 and for each client count every client sends its requests one after another, each waiting for
 its answer, until it has sent `--requests` or `--seconds` have passed (both bound the run). A
 row gives sentences/s (answered sentences over the wall time of the round), that rate as a
-ratio to one client's in the same engine's run ("x 1 client": what dynamic batching gains),
-p50/p95/p99 latency, errors (answers other than 200) and lost requests (no answer at all: a
-reset, a timeout). Then the server is stopped with SIGTERM, which must end it with exit 0.
-Clients and server share the machine's cores, so figures are ratios within one run.
+ratio to one client's sequential rate in the same engine's run ("x 1 client": what dynamic
+batching gains), p50/p95/p99 latency, errors (answers other than 200) and lost requests (no
+answer at all: a reset, a timeout). Then the server is stopped with SIGTERM, which must end it
+with exit 0. Clients and server share the machine's cores, so figures are ratios within one
+run. A model whose outputs run on to the length limit (one trained too briefly) decodes far
+more tokens a sentence and gives much higher latencies: measure a run trained to its end.
 
 Data: test2016.{src} of the run's source language from `--data DIR`, else $TFM_MULTI30K, else
 ../shared/data/multi30k beside the repository.
@@ -41,7 +44,9 @@ REQUEST_TIMEOUT_S = 60
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--run", type=Path, help="A trained run (default with --quick: a toy run).")
     parser.add_argument("--data", type=Path, help="Multi30k folder (default: $TFM_MULTI30K).")
     parser.add_argument("--quick", action="store_true", help="A toy run, few clients, seconds.")

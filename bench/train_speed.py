@@ -1,36 +1,60 @@
-"""Training speed on Multi30k de-en (issue 7) with the d_model 256, 3 + 3-layer model, measured
-through tfm's own training step (`tfm.training.optimizer_step` on a real `Session`):
+r"""Training speed on Multi30k de-en with the 7.6M model (d_model 256, 3 + 3 layers), measured
+through tfm's own training step (`tfm.training.optimizer_step` on a real `Session`, set up as
+`tfm train` sets it up), each part selectable with --only:
 
     (a) the share of step time outside forward, loss, backward, clipping and the AdamW step
         (collate, to(device), Python), goal < 5%
-    (b) the share of real tokens in the padded training batches, goal >= 90%
-    (c) RSS at each epoch end over several epochs of a subset (no growth), and the peak
+    (b) the share of real tokens in one epoch's padded training batches (`train.max_tokens`
+        4,096), goal >= 90%
+    (c) RSS at each epoch end over --epochs (3) epochs of a --subset (1,500 pairs): no growth,
+        and the peak
     (d) bf16 autocast against float32: steps per second, interleaved step by step on the same
-        batches from the same initial weights, and the validation loss after the same steps
-        (goal >= 2x, validation loss within 2%)
+        batches from the same initial weights, and the validation loss of both after the same
+        steps, scored in float32 (goal >= 2x, validation loss within 2%)
     (e) only when asked (--only e), for a GPU: float32, bf16 autocast and bf16 autocast with
         train.compile, interleaved step by step on the same batches from the same initial
         weights: real target tokens per second, the speed of each against float32, and the
-        share of the device's bf16 peak reached (FLOPs of a step counted by
-        torch.utils.flop_counter; peak from --peak-tflops or the GPU's name)
+        share of the device's dense bf16 peak reached (FLOPs of a step counted by
+        torch.utils.flop_counter; peak from --peak-tflops or the GPU's name: H100 SXM and H200
+        989, H100 PCIe 756, A100 312 TFLOP/s)
     (f) model FLOPs utilisation: the model FLOP/s of float32 training steps (FLOPs from the
-        model's shape, tfm.training.utilisation) against this machine's matrix-product peak,
-        measured between the steps in the same run (a float32 --matmul-size square product, on
-        the threads the steps use and on one thread), and against the datasheet peak on a GPU
-        that tfm's table knows
-    and the top costs of one profiled step (torch.profiler).
+        model's shape and each batch's, tfm.training.utilisation, the figure training logs)
+        against this machine's matrix-product rate, measured after each step in the same run
+        (a float32 --matmul-size square product, 2048 x 2048, on the threads the steps use and
+        on one thread), and against the datasheet peak on a GPU that tfm's table knows
+    profile: the top costs of one profiled step (torch.profiler).
 
-    PYTHONPATH=src python bench/train_speed.py            # a few minutes on 2 CPU cores
-    PYTHONPATH=src python bench/train_speed.py --short    # fewer steps and pairs of each part
-    PYTHONPATH=src python bench/train_speed.py --quick    # a tiny toy model, seconds (tests)
-    PYTHONPATH=src python bench/train_speed.py --device cuda --only e --steps 60 \
-        --set train.max_tokens=16384                      # one GPU
+    python bench/train_speed.py            # a few minutes on 2 CPU cores
+    python bench/train_speed.py --short    # fewer steps and pairs of each part
+    python bench/train_speed.py --quick    # a tiny toy model, seconds (tests)
+    OMP_NUM_THREADS=2 python bench/train_speed.py --only f --steps 20 --warmup 2
+    python bench/train_speed.py --only d --steps 100
+    python bench/train_speed.py --device cuda --only e --steps 60 --warmup 10 \
+        --set train.max_tokens=16384                                  # one GPU
 
 (a) times each piece of the real step by wrapping it (model forward hooks, the loss function,
 backward, clip_grad_norm_, optimizer.step, Batch.to) for this process only, and collation (which
 the loop does before the step) beside it; the rest of the step's wall time is the overhead. The
 learning rate is warmed up over 100 steps to a peak of 1e-3 (`train.warmup_steps=100`,
 `train.lr=0.001`) so that a short run moves the validation loss.
+
+(e) with 16,384-token batches (`--set train.max_tokens=16384`): an epoch of Multi30k holds only
+32 of them, so --steps above 22 with --warmup 10 adds nothing.
+
+(f) pairs each step with a matrix product measured right after it, so the ratio holds on a
+loaded machine even when both rates fall (under a load average of 14-18 on two cores both were
+about 1/14 of a quiet machine's). Under such load one thread multiplies no faster than two, and
+the one-thread share means nothing.
+
+(d) on a CPU: without AMX, bf16 matrix products gain too little, since they are only part of a
+step and the backward, the float32 loss over 8,000-way logits and the elementwise work gain
+nothing. With AMX, PyTorch's fused CPU attention runs its backward far slower in bf16 than in
+float32, so tfm runs attention in float32 under bf16 training on a CPU. oneDNN builds and caches
+a kernel for every new matrix shape, and batches come in a new shape almost every step: short
+runs over few batches flatter bf16, and a long bf16 run grows in memory
+(`ONEDNN_PRIMITIVE_CACHE_CAPACITY=16` caps the memory but makes every shape new again). So
+`train.precision: auto` is float32 on a CPU; `train.static_shapes` (batches padded to a few fixed
+shapes) is the way to fewer batch shapes.
 """
 
 import argparse
@@ -355,7 +379,9 @@ def utilisation(session: Session, initial: dict, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_data_options(parser)
     parser.add_argument("--short", action="store_true", help="fewer pairs and steps of each part")
     parser.add_argument("--subset", type=int, default=1500, help="training pairs for (a, c)")
