@@ -27,11 +27,21 @@ from tfm.training.recipe.length import shape_and_length
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of the table: the keys `apply` derives and the keys it reads."""
+    """One row of the table: the keys `apply` derives (one, but for the shape and length), from
+    the keys it reads (`needs`) and the figures of `Inputs`."""
 
     keys: tuple[str, ...]
     needs: tuple[str, ...]
     apply: Callable[[Settings, Inputs], None]
+
+
+def one(key: str, needs: tuple[str, ...], choose: Callable[[Settings, Inputs], Choice]) -> Rule:
+    """The row of a rule that derives one key: its `choose` gives the value and its reason."""
+
+    def apply(s: Settings, f: Inputs) -> None:
+        s.choose(key, choose(s, f))
+
+    return Rule((key,), needs, apply)
 
 
 def derive_vocabulary(s: Settings, texts: TextFigures) -> None:
@@ -39,82 +49,83 @@ def derive_vocabulary(s: Settings, texts: TextFigures) -> None:
     s.choose("tokenizer.vocab_size", rules.vocab_size(texts))
 
 
-def _batch(s: Settings, f: Inputs) -> None:
+def _batch(s: Settings, f: Inputs) -> Choice:
     per_step = (s.given_train("accumulate") or 1) * f.world_size
-    s.choose("train.max_tokens", rules.batch_tokens(f.tokens.batch_tokens, gpu=f.gpu,
-                                                    batches_a_step=per_step))  # fmt: skip
+    return rules.batch_tokens(f.tokens.batch_tokens, gpu=f.gpu, batches_a_step=per_step)
 
 
-def _beam(s: Settings, f: Inputs) -> None:
-    s.choose("decoding.strategy", Choice("beam", "beam search (§6.1): +0.3–0.8 BLEU over greedy"))
-    s.choose("decoding.beam_size", Choice(rules.BEAM, "beam 5 (§6.1; 10 gained no more)"))
-
-
-def _regularisation(s: Settings, f: Inputs) -> None:
-    s.choose("model.dropout", rules.dropout(f.tokens.pairs, s.epochs or 0.0))
-    s.choose("train.label_smoothing", Choice(0.1, "ε_ls 0.1 (§5.4)"))
-
-
-def _rate(s: Settings, f: Inputs) -> None:
-    s.choose("train.lr", rules.peak_rate(s.get("model", "d_model")))
-    layers = s.get("model", "n_encoder_layers") + s.get("model", "n_decoder_layers")
-    s.choose("train.warmup_steps", rules.warmup(s.steps or 1, layers))
+def _schedule(s: Settings, f: Inputs) -> Choice:
     if s.is_given("train", "warmup_steps"):  # a hand recipe's warm-up belongs to §5.3's decay
-        why = "train.warmup_steps given: §5.3's decay (leave both out for the cosine)"
-        s.choose("train.schedule", Choice("inverse_sqrt", why))
-    else:
-        s.choose("train.schedule", Choice("cosine", "cosine to 30% of the peak at the planned end"))
-    if s.get("train", "schedule") == "cosine":
-        decay = max((s.steps or 1) - s.get("train", "warmup_steps"), 1)
-        s.choose("train.decay_steps", Choice(decay, f"{s.steps:,} planned steps − warm-up"))
-    else:
-        s.choose("train.decay_steps", Choice(None, "no cosine decay"))
+        return Choice("inverse_sqrt", "train.warmup_steps given: §5.3's decay (leave both out "
+                                      "for the cosine)")  # fmt: skip
+    return Choice("cosine", "cosine to 30% of the peak at the planned end")
 
 
-def _validation(s: Settings, f: Inputs) -> None:
-    steps = s.steps or 1
-    affordable = None
+def _decay(s: Settings, f: Inputs) -> Choice:
+    if s.get("train", "schedule") != "cosine":
+        return Choice(None, "no cosine decay")
+    decay = max((s.steps or 1) - s.get("train", "warmup_steps"), 1)
+    return Choice(decay, f"{s.steps:,} planned steps − warm-up")
+
+
+def _validate_every(s: Settings, f: Inputs) -> Choice:
+    steps, affordable = s.steps or 1, None
     if f.minutes is not None and f.clock is not None:
-        each = f.clock.validation_seconds(_shape(s), s.get("decoding", "beam_size"))
+        each = f.clock.validation_seconds(_shape(s), _beam_width(s))
         affordable = int(rules.VALIDATION_SHARE * f.minutes * 60 / max(each, 1e-9))
-    s.choose("train.validate_every", rules.validations(steps, affordable=affordable))
-    s.choose("train.patience", rules.patience(steps // s.get("train", "validate_every")))
-    metric = "bleu" if f.bleu_ready else "chrf"
-    why = "BLEU" if f.bleu_ready else "chrF: sacreBLEU cannot split the target language's words"
-    s.choose("train.early_stopping_metric", Choice(metric, why))
+    return rules.validations(steps, affordable=affordable)
 
 
-def _checkpoints(s: Settings, f: Inputs) -> None:
-    steps = s.steps or 1
-    s.choose("train.checkpoint_every", rules.checkpoint_every(steps))
-    every = s.get("train", "checkpoint_every") or s.get("train", "validate_every")
-    s.choose("train.average_last", rules.average_last(steps, every))
-    average = s.get("train", "average_last")
-    s.choose("train.keep_last", Choice(max(average * 2, 3), f"twice the {average} averaged, ≥ 3"))
+def _checkpoint_cadence(s: Settings) -> int:
+    return s.get("train", "checkpoint_every") or s.get("train", "validate_every")
+
+
+def _beam_width(s: Settings) -> int:
+    """The hypotheses validation keeps a sentence: the beam's, or 1 (greedy, sampling)."""
+    return s.get("decoding", "beam_size") if s.get("decoding", "strategy") == "beam" else 1
 
 
 def _shape(s: Settings) -> Shape:
     return Shape("planned", **{k: s.get("model", k) for k in SHAPE_KEYS})
 
 
+def _layers(s: Settings) -> int:
+    return s.get("model", "n_encoder_layers") + s.get("model", "n_decoder_layers")
+
+
 _SHAPE = tuple(f"model.{k}" for k in SHAPE_KEYS)
+_LENGTH = ("train.max_steps", "train.max_epochs")
 VOCABULARY = ("tokenizer.vocab_size",)  # derived first, by `derive_vocabulary`
 RULES = (
-    Rule(("train.max_tokens",), (), _batch),
-    Rule(("decoding.strategy", "decoding.beam_size"), (), _beam),
-    Rule((*_SHAPE, "train.max_steps", "train.max_epochs"),
-         ("tokenizer.vocab_size", "train.max_tokens", "decoding.beam_size"), shape_and_length),
-    Rule(("model.dropout", "train.label_smoothing"), ("train.max_steps",), _regularisation),
-    Rule(("train.lr", "train.warmup_steps", "train.schedule", "train.decay_steps"),
-         ("model.d_model", "model.n_encoder_layers", "train.max_steps"), _rate),
-    Rule(("train.validate_every", "train.patience", "train.early_stopping_metric"),
-         ("train.max_steps", "decoding.beam_size", *_SHAPE), _validation),
-    Rule(("train.checkpoint_every", "train.average_last", "train.keep_last"),
-         ("train.max_steps", "train.validate_every"), _checkpoints),
+    one("train.max_tokens", (), _batch),
+    one("decoding.strategy", (), lambda s, f: rules.strategy()),
+    one("decoding.beam_size", (), lambda s, f: Choice(rules.BEAM, "beam 5 (§6.1; 10 gained "
+                                                      "no more)")),
+    # The model and the length are one rule: the ladder is walked by timing each rung's steps
+    Rule((*_SHAPE, *_LENGTH), ("tokenizer.vocab_size", "train.max_tokens", "decoding.strategy",
+                              "decoding.beam_size"), shape_and_length),
+    one("model.dropout", _LENGTH, lambda s, f: rules.dropout(f.tokens.pairs, s.epochs or 0.0)),
+    one("train.label_smoothing", (), lambda s, f: Choice(0.1, "ε_ls 0.1 (§5.4)")),
+    one("train.lr", ("model.d_model",), lambda s, f: rules.peak_rate(s.get("model", "d_model"))),
+    one("train.warmup_steps", (*_LENGTH, "model.n_encoder_layers", "model.n_decoder_layers"),
+        lambda s, f: rules.warmup(s.steps or 1, _layers(s))),
+    one("train.schedule", ("train.warmup_steps",), _schedule),
+    one("train.decay_steps", (*_LENGTH, "train.warmup_steps", "train.schedule"), _decay),
+    one("train.validate_every", (*_LENGTH, *_SHAPE, "decoding.strategy", "decoding.beam_size"),
+        _validate_every),
+    one("train.patience", (*_LENGTH, "train.validate_every"),
+        lambda s, f: rules.patience((s.steps or 1) // s.get("train", "validate_every"))),
+    one("train.early_stopping_metric", (), lambda s, f: rules.metric(bleu_ready=f.bleu_ready)),
+    one("train.checkpoint_every", _LENGTH, lambda s, f: rules.checkpoint_every(s.steps or 1)),
+    one("train.average_last", (*_LENGTH, "train.checkpoint_every", "train.validate_every"),
+        lambda s, f: rules.average_last(s.steps or 1, _checkpoint_cadence(s))),
+    one("train.keep_last", ("train.average_last",),
+        lambda s, f: rules.keep_last(s.get("train", "average_last"))),
 )  # fmt: skip
 
 
 def derive(settings: Settings, inputs: Inputs, table: tuple[Rule, ...] = RULES) -> None:
-    """Apply the rules of `table` in order (a rule leaves the keys the config gives as given)."""
+    """Apply the rows of `table` in order (a key the config gives stays as given; the rows after
+    it read the config's value)."""
     for rule in table:
         rule.apply(settings, inputs)

@@ -138,3 +138,21 @@ def average_last(steps: int, every: int) -> Choice:
     if steps >= AVERAGE * every * 4:
         return Choice(AVERAGE, f"{steps // every} checkpoints in {steps:,} steps: the last 5")
     return Choice(1, f"{steps // every} checkpoints: too few to average")
+
+
+def strategy() -> Choice:
+    """Beam search, which gained 0.3-0.8 BLEU over greedy on Multi30k."""
+    return Choice("beam", "beam search (§6.1): +0.3–0.8 BLEU over greedy on Multi30k")
+
+
+def metric(*, bleu_ready: bool) -> Choice:
+    """BLEU picks the best checkpoint, or chrF where sacreBLEU cannot split the target
+    language's words (BLEU on unsegmented Japanese says little)."""
+    if bleu_ready:
+        return Choice("bleu", "BLEU")
+    return Choice("chrf", "chrF: sacreBLEU cannot split the target language's words")
+
+
+def keep_last(average: int) -> Choice:
+    """Twice the checkpoints averaged, at least 3."""
+    return Choice(max(average * 2, 3), f"twice the {average} averaged, ≥ 3")
