@@ -106,7 +106,16 @@ def train(config: Path, log: Path, load: str | None) -> None:
         competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR])
     with log.open("a", encoding="utf-8") as err:
         child = subprocess.Popen(
-            [sys.executable, "-m", "tfm", "train", "--config", str(config), "--no-progress"],
+            [
+                sys.executable,
+                "-m",
+                "tfm",
+                "train",
+                "--config",
+                str(config),
+                "--no-progress",
+                "--overwrite",
+            ],  # a run of the same name left in --runs starts again
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
@@ -198,6 +207,15 @@ def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
         "minutes": round(minutes, 1),
         "load": round(load, 1),
     }
+
+
+def _tried(job: dict, args: argparse.Namespace, folder: Path) -> dict | None:
+    """`run`'s row, or None (and the error on stderr) for a run that failed: the others go on."""
+    try:
+        return run(job, args, folder)
+    except RuntimeError as exc:
+        print(f"{job['name']}: {exc}", file=sys.stderr, flush=True)
+        return None
 
 
 def sweep_variants(pair: str, args: argparse.Namespace, folder: Path) -> list[tuple[str, dict]]:
@@ -308,7 +326,9 @@ def main(argv: list[str] | None = None) -> None:
         args.data, args.pairs, args.minutes = str(toy_pairs(folder / "data")), ["en-de"], 0.05
     rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        for row in pool.map(lambda job: run(job, args, folder), jobs_for(args, folder)):
+        for row in pool.map(lambda job: _tried(job, args, folder), jobs_for(args, folder)):
+            if row is None:
+                continue
             rows.append(row)
             print(table([row]).splitlines()[-1], flush=True)
             if args.json:
