@@ -27,10 +27,7 @@ CALLERS = {
     "tfm.api": "greedy_decode, to time the model itself (bench/model_speed.py)",
 }
 # Callers that still go around the Translator, and why they have not moved yet.
-AROUND: dict[str, str] = {
-    "tfm.training.recipe.calibration": "times greedy decoding of a model shape being planned, "
-    "before the run has a tokenizer",
-}
+AROUND: dict[str, str] = {}
 
 
 def imported_names(root: Path, package: str) -> dict[str, set[tuple[str, str]]]:

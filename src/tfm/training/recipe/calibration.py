@@ -1,9 +1,9 @@
 """Timing a model shape on this device before training, for a plan under a time budget.
 
 A few optimizer steps of the shape on real training batches give its step time; decoding a
-sample of the validation split to the decoding length limit, with the beam that validation will
-use, gives a validation's time at its slowest: an untrained model rarely stops by itself, and
-early validations are the slow ones.
+sample of the validation split through a `Translator`, as validation decodes (the beam it will
+use, to the decoding length limit), gives a validation's time at its slowest: an untrained model
+rarely stops by itself, and early validations are the slow ones.
 The global random state is left as it was, so a run planned with a clock trains as one planned
 without.
 """
@@ -16,15 +16,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tfm.data.batching import EpochData, TokenBatchSampler, pad
+from tfm.config import Config
+from tfm.data.batching import EpochData, TokenBatchSampler
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.ragged import lengths_of
-from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import autocast
-from tfm.prediction.settings import OutputLimit
+from tfm.prediction.settings import DecodeSettings
+from tfm.prediction.torch_translator import TorchTranslator
 from tfm.training.loss import projected_loss_sum
 from tfm.training.recipe.ladder import Shape
-from tfm.transformer import Transformer, beam_search, build_model, greedy_decode
+from tfm.transformer import Transformer, build_model
 
 UNTIMED_STEPS = 2  # first: allocations and first-call costs
 TIMED_STEPS = 5  # the fastest of these is the step's time: a busy moment only slows a step
@@ -34,16 +36,16 @@ SAMPLE = 48  # validation sentences decoded to time a validation
 @dataclass
 class Calibration:
     """A `Clock` (derive.py) that times shapes on `device` with the training split's batches
-    and a sample of the validation split (loaded only if a validation is timed)."""
+    and a sample of the validation split (loaded only if a validation is timed), decoded as
+    `config`'s decoding section and `tokenizer` say."""
 
     train: EncodedSplit
     validation: Callable[[], EncodedSplit]
+    config: Config
+    tokenizer: Tokenizer
     vocab_size: int
     device: torch.device
     dtype: torch.dtype
-    max_len: int
-    max_len_a: float  # the decoding length limit a · S + b
-    max_len_b: int
     _steps: dict = field(default_factory=dict)
     _validations: dict = field(default_factory=dict)
 
@@ -67,7 +69,7 @@ class Calibration:
 
     def _model(self, shape: Shape) -> Transformer:
         torch.manual_seed(0)
-        args = shape.model_args(vocab_size=self.vocab_size, max_len=self.max_len)
+        args = shape.model_args(vocab_size=self.vocab_size, max_len=self.config.model.max_len)
         return build_model(args).to(self.device)
 
     def _time_steps(self, shape: Shape, max_tokens: int) -> float:
@@ -108,13 +110,13 @@ class Calibration:
         n = min(len(split), SAMPLE)
         if not n:
             return 0.0
-        src = pad([list(split.src[i]) for i in range(n)], PAD_ID).to(self.device)
+        # the length penalty only ranks what finished: no time of its own
+        strategy = {"strategy": "beam", "beam_size": beam_size} if beam_size > 1 else {}
+        decoding = self.config.decoding.model_copy(update={"strategy": "greedy", **strategy})
+        settings = DecodeSettings.from_config(decoding, self.device, self.dtype)
+        translator = TorchTranslator(model=model, tokenizer=self.tokenizer, config=self.config,
+                                     settings=settings)  # fmt: skip
+        sources = [list(split.src[i]) for i in range(n)]
         started = time.perf_counter()
-        limit = OutputLimit(self.max_len_a, self.max_len_b)
-        with torch.inference_mode(), autocast(self.device, self.dtype):
-            if beam_size > 1:  # the length penalty only ranks what finished: no time of its own
-                beam_search(model, src, bos_id=BOS_ID, eos_id=EOS_ID, limit=limit,
-                            beam_size=beam_size, length_penalty=0.0)  # fmt: skip
-            else:
-                greedy_decode(model, src, bos_id=BOS_ID, eos_id=EOS_ID, limit=limit)
+        translator.search(sources, settings, list(range(n)), n_best=1, scored=False)
         return (time.perf_counter() - started) * len(split) / n

@@ -231,12 +231,11 @@ def _clock(
     return Calibration(
         train=train,
         validation=validation,
+        config=config,
+        tokenizer=validation.tokenizer,
         vocab_size=planned(config.tokenizer.vocab_size, "tokenizer.vocab_size"),
         device=device,
         dtype=dtype,
-        max_len=config.model.max_len,
-        max_len_a=config.decoding.max_len_a,
-        max_len_b=config.decoding.max_len_b,
     )
 
 
