@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from tfm.api import generate_toy_corpus
 from tfm.cli import app
+from tfm.data.cache import prepared_cache
 
 
 @pytest.fixture
@@ -37,7 +38,11 @@ def corpus(folder: pathlib.Path) -> dict:
             for split in ("train", "validation")}  # fmt: skip
 
 
-def test_the_training_files_are_read_once_and_then_not_at_all(tmp_path, opened):
+def test_the_training_files_are_read_once_and_then_not_at_all(tmp_path, opened, monkeypatch):
+    checks: list[int] = []  # the start-ups' checks of a cache entry's files, one row each
+    check = prepared_cache.changed_files
+    counted = lambda folder, digests: checks.append(1) or check(folder, digests)  # noqa: E731
+    monkeypatch.setattr(prepared_cache, "changed_files", counted)
     data = {"src_lang": "en", "tgt_lang": "de", **corpus(tmp_path)}
     config = tmp_path / "run.yaml"
     settings = {"run_dir": str(tmp_path / "run"), "data": data,
@@ -53,11 +58,13 @@ def test_the_training_files_are_read_once_and_then_not_at_all(tmp_path, opened):
     assert first.exit_code == 0, first.output
     assert sorted(reads()) == sorted(train_files)  # each opened once: hashed as it was read
     opened.clear()
+    checks.clear()
     again = CliRunner().invoke(
         app, ["train", "--config", str(config), "--no-progress", "--overwrite"]
     )
     assert again.exit_code == 0, again.output
     assert reads() == []  # the cache names and holds it: the files are not read
+    assert checks == [1]  # and the entry it holds is checked (its files hashed) once
     (tmp_path / "train.de").write_text(
         (tmp_path / "train.de").read_text(encoding="utf-8").replace("Hund", "Hunde", 1),
         encoding="utf-8",

@@ -36,12 +36,11 @@ TOKENIZER_KEYS = ("vocab_size", "min_frequency", "joint", "byte_fallback", "trai
 @dataclass(frozen=True)
 class CorpusKey:
     """What an entry's content depends on (`parts`, the vocabulary size as the config gives it,
-    or None), the corpus's own key (`corpus`: without the vocabulary size), the input's size in
-    bytes, and what a file-format source reads (`origin`, as the load report names it)."""
+    or None), the corpus's own key (`corpus`: without the vocabulary size), and what a
+    file-format source reads (`origin`, as the load report names it)."""
 
     corpus: str
     parts: dict
-    input_bytes: int
     origin: str | None
 
     def entry(self, vocab_size: int) -> tuple[str, dict]:
@@ -117,12 +116,11 @@ def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -
         if any(f is None for f in found):
             return None
         content = _hash([list(f) for f in found if f is not None])
-        size = sum(f[1] for f in found if f is not None)
         origin = stream_split(  # the origin as the reader names it; nothing is read
             source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
         )[1].origin
     else:  # toy, hub, disk: the cleaned pairs themselves
-        content, size = _hash_pairs(config)
+        content = _hash_pairs(config)
     settings = config.tokenizer.model_dump(mode="json")
     tokenizer = {k: settings[k] for k in TOKENIZER_KEYS}
     parts = {
@@ -132,7 +130,7 @@ def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -
         "content": content,
     }
     corpus = {**parts, "tokenizer": {k: v for k, v in tokenizer.items() if k != "vocab_size"}}
-    return CorpusKey(_hash(corpus), {**parts, "tokenizer": tokenizer}, size, origin)
+    return CorpusKey(_hash(corpus), {**parts, "tokenizer": tokenizer}, origin)
 
 
 def input_bytes(config: Config) -> int:
@@ -156,14 +154,12 @@ def _hash(value: object) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
 
-def _hash_pairs(config: Config) -> tuple[str, int]:
+def _hash_pairs(config: Config) -> str:
     data = config.data
     pairs, _ = stream_split(
         data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
     )
-    digest, size = hashlib.sha256(), 0
+    digest = hashlib.sha256()
     for src, tgt in pairs:
-        record = json.dumps([src, tgt], ensure_ascii=False).encode() + b"\n"
-        digest.update(record)
-        size += len(record)
-    return digest.hexdigest(), size
+        digest.update(json.dumps([src, tgt], ensure_ascii=False).encode() + b"\n")
+    return digest.hexdigest()

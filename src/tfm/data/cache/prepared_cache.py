@@ -126,11 +126,6 @@ class CacheEntry:
         """The raw training pairs, measured as they were read (`tfm.data.corpus_figures`)."""
         return figures_from(self.meta["figures"])
 
-    @property
-    def vocab_size(self) -> int:
-        """The vocabulary size its tokenizer was learnt with (the config's, or the derived)."""
-        return self.meta["parts"]["tokenizer"]["vocab_size"]
-
     def fingerprint(self, max_length: int | None) -> str:
         """The training data's identity for exact resume: the key and the length filter."""
         return hashlib.sha256(f"{self.key}:{max_length}".encode()).hexdigest()[:16]
@@ -193,19 +188,19 @@ def _cached(
         if figures is None:
             return None
         vocab = vocabulary_for(figures)[0]
-    key = _entry_key(root, found.entry(vocab)[0], tokenizer)
-    return open_entry(root / key)
+    return _entry_at(root, found.entry(vocab)[0], tokenizer)[1]
 
 
-def _entry_key(root: Path, key: str, tokenizer: Tokenizer | None) -> str:
-    """`key`, or the key of the entry beside it that holds `tokenizer`'s ids, where the one at
-    `key` holds another tokenizer's."""
+def _entry_at(root: Path, key: str, tokenizer: Tokenizer | None) -> tuple[str, CacheEntry | None]:
+    """`key` and its entry (None if not prepared), or, where the one at `key` holds another
+    tokenizer's ids, the key of the entry beside it that holds `tokenizer`'s, and that entry."""
     entry = open_entry(root / key)
     if tokenizer is None or entry is None:
-        return key
+        return key, entry
     if entry.meta["tokenizer_fingerprint"] == tokenizer.fingerprint():
-        return key
-    return f"{key}-{tokenizer.fingerprint()[:8]}"
+        return key, entry
+    key = f"{key}-{tokenizer.fingerprint()[:8]}"
+    return key, open_entry(root / key)
 
 
 def _figures(root: Path, corpus: str) -> TextFigures | None:
@@ -241,7 +236,7 @@ def _prepare(
         atomic_write_text(json.dumps(record) + "\n", root / f"corpus-{found.corpus}.json")
         vocab = config.tokenizer.vocab_size or vocabulary_for(texts.figures)[0]
         key, parts = found.entry(vocab)
-        key = _entry_key(root, key, tokenizer)
+        key = _entry_at(root, key, tokenizer)[0]
         lock = root / f"{key}.lock"
         lock.touch()
         with _locked(lock, root / key):
