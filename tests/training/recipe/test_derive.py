@@ -149,13 +149,14 @@ class FakeClock:
     """Seconds a step grow with the shape's weights; a validation takes 10 s."""
 
     def __init__(self):
-        self.timed = []
+        self.timed, self.beams = [], set()
 
     def step_seconds(self, shape, max_tokens):
         self.timed.append(shape.name)
         return shape.weights() / 2e6
 
     def validation_seconds(self, shape, beam_size):
+        self.beams.add(beam_size)
         return 10.0
 
 
@@ -171,6 +172,14 @@ def test_a_time_budget_takes_the_largest_shape_that_trains_enough_epochs():
     assert settings.derived["train"]["max_steps"] == settings.steps
     assert settings.derived["train"]["max_epochs"] is None
     assert min_epochs(30_000) == 12
+
+
+@pytest.mark.parametrize(("strategy", "beams"), [(None, {5}), ("greedy", {1}), ("sampling", {1})])
+def test_a_validation_is_timed_with_the_decoding_it_will_use(strategy, beams):
+    fake = FakeClock()
+    given = {"decoding": {"strategy": strategy}} if strategy else {}
+    planned(30_000, given=given, minutes=15, clock=fake, per_epoch=lambda max_tokens: 100)
+    assert fake.beams == beams  # each shape's steps and the cadence, with one width
 
 
 @pytest.mark.parametrize(

@@ -45,9 +45,10 @@ class Settings:
             return self.given[section][key]
         return self.derived.get(section, {}).get(key)
 
-    def value(self, dotted: str):
-        section, key = dotted.split(".")
-        return self.get(section, key)
+    def beam_width(self) -> int:
+        """The hypotheses validation keeps a sentence: the beam's, or 1 (greedy, sampling)."""
+        beam = self.get("decoding", "strategy") == "beam"
+        return self.get("decoding", "beam_size") if beam else 1
 
     def is_given(self, section: str, key: str) -> bool:
         return key in self.given.get(section, {})

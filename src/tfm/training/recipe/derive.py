@@ -71,18 +71,13 @@ def _decay(s: Settings, f: Inputs) -> Choice:
 def _validate_every(s: Settings, f: Inputs) -> Choice:
     steps, affordable = s.steps or 1, None
     if f.minutes is not None and f.clock is not None:
-        each = f.clock.validation_seconds(_shape(s), _beam_width(s))
+        each = f.clock.validation_seconds(_shape(s), s.beam_width())
         affordable = int(rules.VALIDATION_SHARE * f.minutes * 60 / max(each, 1e-9))
     return rules.validations(steps, affordable=affordable)
 
 
 def _checkpoint_cadence(s: Settings) -> int:
     return s.get("train", "checkpoint_every") or s.get("train", "validate_every")
-
-
-def _beam_width(s: Settings) -> int:
-    """The hypotheses validation keeps a sentence: the beam's, or 1 (greedy, sampling)."""
-    return s.get("decoding", "beam_size") if s.get("decoding", "strategy") == "beam" else 1
 
 
 def _shape(s: Settings) -> Shape:

@@ -155,13 +155,13 @@ def _because(why: dict[str, str], rule: str) -> dict[str, str]:
 
 
 def _timed(s: Settings, f: Inputs, shape: Shape) -> Timed:
-    """The steps of `shape` that fit in the time budget with its validations (decoded with the
-    planned beam), with `TIME_MARGIN` for the clock's noise."""
+    """The steps of `shape` that fit in the time budget with its validations (decoded as
+    planned: with the beam, or greedily), with `TIME_MARGIN` for the clock's noise."""
     assert f.clock is not None and f.minutes is not None
     budget = f.minutes * 60
     accumulate = s.given_train("accumulate") or 1
     seconds = f.clock.step_seconds(shape, s.get("train", "max_tokens")) * accumulate
-    each = f.clock.validation_seconds(shape, s.get("decoding", "beam_size"))
+    each = f.clock.validation_seconds(shape, s.beam_width())
     validating = min(rules.VALIDATIONS * each, rules.VALIDATION_SHARE * budget)
     steps = max(int(TIME_MARGIN * (budget - validating) / seconds), 1)
     return Timed(steps, seconds, validating, each)
