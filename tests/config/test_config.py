@@ -137,3 +137,10 @@ def test_a_run_translates_the_reverse_only_when_every_epoch_trained_both_ways():
     unbounded = config("train.max_epochs=null", "train.max_steps=9", "train.bidirectional_epochs=5")
     assert not unbounded.translates("de", "en")  # epochs past the 5th may come: one way only
     assert not both.translates("en", "fr") and not both.translates("de", "de")
+
+
+def test_a_cosine_decay_given_no_length_is_refused_at_load():
+    # left out, the recipe plans it; given as null, training would fail after the warm-up
+    (line,) = error_lines(None, ("train.schedule=cosine", "train.decay_steps=null"))
+    assert "train.decay_steps: null with train.schedule: cosine: leave decay_steps out" in line
+    assert load_config(None, ["train.schedule=cosine"]).train.decay_steps is None  # to plan

@@ -333,8 +333,8 @@ class TrainConfig(StrictModel):
         None,
         ge=1,
         le=MAX_STEPS,
-        description="Steps from the end of warm-up to the end of the cosine decay; null with the "
-        "cosine: the planned training (`max_steps`, else the steps of `max_epochs`).",
+        description="Steps from the end of warm-up to the end of the cosine decay; left out, "
+        "the recipe plans it (the planned steps less the warm-up).",
     )
     betas: tuple[Beta, Beta] = Field(
         (0.9, 0.98),
@@ -440,6 +440,19 @@ class TrainConfig(StrictModel):
             raise ValueError(
                 "train.layout: packed and train.static_shapes: true exclude each other (a packed "
                 "batch has no padding to give it a fixed shape); choose one"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _cosine_has_its_length(self) -> TrainConfig:
+        if (
+            self.schedule == "cosine"
+            and self.decay_steps is None
+            and ("decay_steps" in self.model_fields_set)
+        ):
+            raise ValueError(
+                "train.decay_steps: null with train.schedule: cosine: leave decay_steps out (the "
+                "recipe plans it from the training's length) or give the decay's steps"
             )
         return self
 
