@@ -26,8 +26,6 @@ CALLERS = {
     "tfm.deploy.ct2_translator": "the Translator over a CTranslate2 export",
     "tfm.api": "greedy_decode, to time the model itself (bench/model_speed.py)",
 }
-# Callers that still go around the Translator, and why they have not moved yet.
-AROUND: dict[str, str] = {}
 
 
 def imported_names(root: Path, package: str) -> dict[str, set[tuple[str, str]]]:
@@ -57,8 +55,7 @@ def search_callers(root: Path, package: str = "tfm") -> dict[str, set[str]]:
 def test_every_caller_of_decoding_goes_through_the_translator():
     callers = search_callers(SRC)
     assert {"tfm.prediction.strategies", "tfm.prediction.torch_translator"} <= callers.keys()
-    assert sorted(callers.keys() - CALLERS.keys() - AROUND.keys()) == []
-    assert sorted(AROUND.keys() - callers.keys()) == []  # it moved: unlist it
+    assert sorted(callers.keys() - CALLERS.keys()) == []
 
 
 def test_a_command_that_decodes_around_the_translator_is_found(tmp_path):

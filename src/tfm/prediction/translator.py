@@ -70,7 +70,7 @@ class Translator(ABC):
         todo, sources = framed_nonblank(self.tokenizer, texts)
         found = self.best_of([texts[i] for i in todo], sources, settings or self.settings,
                              [first_line + i for i in todo])  # fmt: skip
-        return _placed(len(texts), todo, found, str)
+        return placed(len(texts), todo, found, str)
 
     def nbest(
         self,
@@ -92,7 +92,7 @@ class Translator(ABC):
         todo, sources = framed_nonblank(self.tokenizer, texts)
         ranked = self.ranked_beams([texts[i] for i in todo], sources, settings,
                                    [first_line + i for i in todo], n_best)  # fmt: skip
-        return _placed(len(texts), todo, [found[:n_best] for found in ranked], _empty)
+        return placed(len(texts), todo, [found[:n_best] for found in ranked], empty_output)
 
     def translate_split(self, split: EncodedSplit, *, first_line: int = 1) -> list[str]:
         """The translation of each source of an encoded split (as `tfm eval` and validation
@@ -161,11 +161,12 @@ def distinct(scored: Scored) -> Scored:
     return list(first.items())
 
 
-def _empty() -> Scored:
-    return [("", 0.0)]  # the empty output is certain
+def empty_output() -> Scored:
+    """A blank sentence's n-best list: the empty output, certain."""
+    return [("", 0.0)]
 
 
-def _placed(count: int, todo: list[int], found: Sequence, blank: Callable[[], object]) -> list:
+def placed(count: int, todo: list[int], found: Sequence, blank: Callable[[], object]) -> list:
     """`count` results: `found` at the indices `todo`, a new `blank()` elsewhere."""
     result = [blank() for _ in range(count)]
     for i, value in zip(todo, found, strict=True):

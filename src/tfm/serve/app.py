@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException
 
 from tfm.errors import TfmError, UsageError
 from tfm.prediction.strategies import SEARCH_KEYS
-from tfm.prediction.translator import Translator
+from tfm.prediction.translator import Translator, empty_output
 from tfm.serve.attention_answer import attention_task
 from tfm.serve.batch_worker import BatchWorker, QueueFull, WorkerStopped
 from tfm.serve.bodies import ApiError, AttentionBody, TranslateBody, read_body
@@ -114,7 +114,7 @@ def create_app(
         if options.n_best is None:
             answer["translations"] = work.placed(found, str)
         else:
-            n_best = work.placed(found, lambda: [("", 0.0)])
+            n_best = work.placed(found, empty_output)
             answer["translations"] = [hypotheses[0][0] for hypotheses in n_best]
             answer["n_best"] = [
                 [{"translation": text, "score": _finite(score)} for text, score in hypotheses]

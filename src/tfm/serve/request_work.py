@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfm.data.tokenizer import EOS_ID, Tokenizer
-from tfm.prediction.translator import framed_nonblank
+from tfm.prediction.translator import framed_nonblank, placed
 from tfm.serve.bodies import ApiError
 from tfm.serve.request_limits import ServeLimits, option_name
 
@@ -33,10 +33,7 @@ class Work:
 
     def placed(self, found: Sequence[Any], blank: Callable[[], Any]) -> list[Any]:
         """One result per sentence: `found` for the non-blank ones, `blank()` elsewhere."""
-        result = [blank() for _ in range(self.count)]
-        for i, value in zip(self.todo, found, strict=True):
-            result[i] = value
-        return result
+        return placed(self.count, self.todo, found, blank)
 
 
 def tokenized(tokenizer: Tokenizer, sentences: Sequence[str], max_len: int) -> Work:

@@ -23,7 +23,7 @@ import logging
 
 from tfm.training.recipe.rules import AVERAGE, checkpoint_every
 from tfm.training.schedule import Decay
-from tfm.training.state import ClockState, Progress, StepPlan
+from tfm.training.state import Progress, StepPlan
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,6 @@ class Clock:
     ) -> None:
         self.progress, self.configured, self.steps = progress, configured, steps
         self.warmup, self.validate_every = warmup, validate_every
-
-    @property
-    def state(self) -> ClockState | None:
-        return self.progress.clock
 
     def replan(
         self,

@@ -90,7 +90,7 @@ def write_plan(paths: RunPaths, plan: StartingPlan) -> None:
 def resumed_clock(config: Config, stored: dict, progress: Progress) -> str | None:
     """Adjust a resumed run's clock to the config it goes on with; the line that says how
     (None: nothing changes). Another step or epoch budget given ends the clock; another time
-    budget, or none, is re-planned or kept by the caller (`Session.follow_new_budget`)."""
+    budget, or none, is re-planned or kept by the caller (`session_opening`, as it restores)."""
     if progress.clock is None:
         return None
     given = given_keys(config)["train"]
