@@ -95,6 +95,18 @@ def test_a_seeded_request_draws_the_same_samples_beside_another_request(translat
     assert [[h["translation"] for h in hypotheses] for hypotheses in found["n_best"]] == expected
 
 
+def test_an_attention_request_is_counted_and_decoded_from_one_tokenization(
+    server, translator, monkeypatch
+):
+    encoded: list[list[str]] = []
+    encode = translator.tokenizer.encode_src
+    monkeypatch.setattr(translator.tokenizer, "encode_src",
+                        lambda texts: encoded.append(list(texts)) or encode(texts))  # fmt: skip
+    found = call(server, "POST", "/attention", {"sentence": SENTENCES[0]}).json()
+    assert encoded == [[SENTENCES[0]]]  # once: the ids the limits counted are those decoded
+    assert found["source_tokens"] == translator.attention_views(SENTENCES[0])["encoder"].key_tokens
+
+
 def test_attention_holds_every_kind_layer_and_head_of_the_library(server, translator):
     sentence = SENTENCES[0]
     found = call(server, "POST", "/attention", {"sentence": sentence}).json()

@@ -64,19 +64,29 @@ def check_kind(kind: str) -> str:
 
 
 def attention_views(
-    model: Transformer, tokenizer: Tokenizer, sentence: str, *, limit: OutputLimit
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sentence: str,
+    *,
+    limit: OutputLimit,
+    source: list[int] | None = None,
 ) -> dict[str, AttentionView]:
     """Translate `sentence` once (greedily, its output at most `limit` tokens) and return every
-    kind of its attention weights, by kind. Logs nothing of the sentence: a server calls it
-    with what its users type."""
+    kind of its attention weights, by kind; `source`: its ids as the caller already encoded and
+    cut them (with </s>), else they are encoded here. Logs nothing of the sentence: a server
+    calls it with what its users type."""
     if not sentence.strip():
         raise UsageError("the sentence is empty; give the text to translate")
     model.eval()
     device = next(model.parameters()).device
-    pieces = tokenizer.encode_src([sentence.strip()])[0]
-    if len(pieces) >= model.max_len:
-        log.warning("the sentence has %d tokens; cut to the model's %d", len(pieces), model.max_len)
-    src = pieces[: model.max_len - 1] + [EOS_ID]
+    if source is not None:
+        src = source
+    else:
+        pieces = tokenizer.encode_src([sentence.strip()])[0]
+        if len(pieces) >= model.max_len:
+            log.warning("the sentence has %d tokens; cut to the model's %d", len(pieces),
+                        model.max_len)  # fmt: skip
+        src = pieces[: model.max_len - 1] + [EOS_ID]
     src_ids = torch.tensor([src], device=device)  # (1, S)
     [[(tokens, _)]] = GreedySearch().searcher(device)(model, src_ids, limit, 1)
     stopped = len(tokens) < limit.tokens(len(src), model.max_len)

@@ -76,12 +76,15 @@ class TorchTranslator(Translator):
     def nll(self, split: EncodedSplit) -> tuple[float, int] | None:
         return teacher_forced_nll(self.model, split, self.settings)
 
-    def attention_views(self, sentence: str) -> dict[str, AttentionView]:
+    def attention_views(
+        self, sentence: str, source: list[int] | None = None
+    ) -> dict[str, AttentionView]:
         """`sentence` translated greedily and its attention weights of every kind (see
         `tfm.prediction.attention_weights`); a model of one run only."""
         if not isinstance(self.model, Transformer):
-            return super().attention_views(sentence)
-        return attention_views(self.model, self.tokenizer, sentence, limit=self.settings.limit)
+            return super().attention_views(sentence, source)
+        return attention_views(self.model, self.tokenizer, sentence, limit=self.settings.limit,
+                               source=source)  # fmt: skip
 
     def describe(self) -> dict[str, object]:
         """The run and its step; the ensemble's other runs, the reranking runs and weight."""

@@ -130,9 +130,12 @@ class Translator(ABC):
         where the engine cannot score (`tfm.prediction.likelihood.teacher_forced_nll`)."""
         return None
 
-    def attention_views(self, sentence: str) -> dict[str, AttentionView]:
+    def attention_views(
+        self, sentence: str, source: list[int] | None = None
+    ) -> dict[str, AttentionView]:
         """`sentence` translated and the attention weights of every layer and head, by kind
-        (`tfm.prediction.attention_weights`); UsageError where `shows_attention` is False."""
+        (`tfm.prediction.attention_weights`; `source`: its ids as already encoded, with </s>);
+        UsageError where `shows_attention` is False."""
         raise UsageError(
             f"attention weights need one model of a tfm run; this {self.engine} translator "
             "has none to show"

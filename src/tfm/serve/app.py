@@ -138,7 +138,7 @@ def create_app(
         if not body.sentence.strip():
             raise ApiError(422, "the sentence is empty; give the text to translate")
         work = await prepared([body.sentence], 1)
-        task = attention_task(translator, body.sentence)
+        task = attention_task(translator, body.sentence, work.sources[0])
         [answer] = await _answer(worker, limits, work, None, task)
         if work.truncated:
             answer["truncated"] = True

@@ -8,12 +8,13 @@ from collections.abc import Callable
 from tfm.prediction.translator import Translator
 
 
-def attention_task(translator: Translator, sentence: str) -> Callable[[], dict]:
-    """The work of the answer, for the model worker to run: weights as [layer][head][query][key],
-    rounded to 4 decimals."""
+def attention_task(translator: Translator, sentence: str, source: list[int]) -> Callable[[], dict]:
+    """The work of the answer, for the model worker to run, from the sentence's ids as the
+    request was counted (`source`, with </s>): weights as [layer][head][query][key], rounded to
+    4 decimals."""
 
     def task() -> dict:
-        views = translator.attention_views(sentence)
+        views = translator.attention_views(sentence, source)
         cross, encoder, decoder = views["cross"], views["encoder"], views["decoder"]
         weights = {
             kind: view.weights.double().round(decimals=4).tolist() for kind, view in views.items()
