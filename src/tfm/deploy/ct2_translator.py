@@ -40,7 +40,9 @@ class ExportTranslator(Translator):
     ) -> Sequence[Found]:
         return translate_nbest_ids(self.exported, sources, settings, n_best, with_scores=scored)
 
-    def attention_views(self, sentence: str) -> dict[str, AttentionView]:
+    def attention_views(
+        self, sentence: str, source: list[int] | None = None
+    ) -> dict[str, AttentionView]:
         raise UsageError(
             f"--run {self.exported.path}: a CTranslate2 export has no attention weights to "
             "show; give the tfm run directory it was exported from"
