@@ -139,8 +139,11 @@ def test_a_run_translates_the_reverse_only_when_every_epoch_trained_both_ways():
     assert not both.translates("en", "fr") and not both.translates("de", "de")
 
 
-def test_a_cosine_decay_given_no_length_is_refused_at_load():
+def test_a_cosine_decay_given_no_length_is_refused_at_load(tmp_path):
     # left out, the recipe plans it; given as null, training would fail after the warm-up
     (line,) = error_lines(None, ("train.schedule=cosine", "train.decay_steps=null"))
-    assert "train.decay_steps: null with train.schedule: cosine: leave decay_steps out" in line
+    assert line.startswith("--set train.decay_steps=null: train.decay_steps: null with train.")
+    assert "schedule: cosine: leave decay_steps out" in line
+    path = write(tmp_path, "train:\n  schedule: cosine\n  decay_steps: null\n")
+    assert error_lines(path)[0].startswith(f"{path}, line 3: train.decay_steps: null with")
     assert load_config(None, ["train.schedule=cosine"]).train.decay_steps is None  # to plan

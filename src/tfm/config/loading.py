@@ -49,10 +49,25 @@ def load_config(
         key_path = apply_override(data, override)
         set_lines[key_path] = override
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
         problems = [_describe(err, name, lines, set_lines) for err in exc.errors()]
         raise ConfigError("\n".join(problems)) from None
+    train = config.train
+    if (
+        train.schedule == "cosine"
+        and train.decay_steps is None
+        and (
+            "decay_steps" in train.model_fields_set  # given as null, not left to the recipe
+        )
+    ):
+        key = ("train", "decay_steps")
+        where = f"--set {set_lines[key]}" if key in set_lines else f"{name}, line {lines.get(key)}"
+        raise ConfigError(
+            f"{where}: train.decay_steps: null with train.schedule: cosine: leave decay_steps out "
+            "(the recipe plans it from the training's length) or give the decay's steps"
+        )
+    return config
 
 
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few kilobytes

@@ -443,19 +443,6 @@ class TrainConfig(StrictModel):
             )
         return self
 
-    @model_validator(mode="after")
-    def _cosine_has_its_length(self) -> TrainConfig:
-        if (
-            self.schedule == "cosine"
-            and self.decay_steps is None
-            and ("decay_steps" in self.model_fields_set)
-        ):
-            raise ValueError(
-                "train.decay_steps: null with train.schedule: cosine: leave decay_steps out (the "
-                "recipe plans it from the training's length) or give the decay's steps"
-            )
-        return self
-
 
 class DecodingConfig(StrictModel):
     """How `tfm eval`, `tfm translate`, `tfm serve` and validation decode: a strategy, chosen by
