@@ -13,7 +13,7 @@ import pytest
 import torch
 from builders import metric_events, tiny_config
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
-from tiny_models import decode_settings
+from tiny_models import best_ids, decode_settings
 from typer.testing import CliRunner
 
 from tfm.cli import app
@@ -316,7 +316,7 @@ def noisy_copy(run: Path, to: Path) -> Path:
 def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(workdir, trained_run, tmp_path):
     from tfm.data.tokenizer import EOS_ID
     from tfm.prediction.ensemble import Ensemble
-    from tfm.prediction.translate import search_ids, translate_ids
+    from tfm.prediction.translate import search_ids
     from tfm.rundir.model_file import load_trained
     from tfm.rundir.paths import RunPaths
 
@@ -331,7 +331,7 @@ def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(workdir, train
         tokenizer = models[0].tokenizer
         sources = [ids + [EOS_ID] for ids in tokenizer.encode_src(sentences)]
         settings = decode_settings({"max_len_b": 5}, beam_size=int(beam))
-        expected = translate_ids(Ensemble([m.model for m in models]), sources, settings)
+        expected = best_ids(Ensemble([m.model for m in models]), sources, settings)
         assert result.stdout == "".join(t + "\n" for t in tokenizer.decode_tgt(expected))
     # --n-best goes through the same ensemble: the ensemble's beam hypotheses and scores.
     nbest = invoke("translate", "--ensemble", str(other), "--beam-size", "3", "--n-best", "2",

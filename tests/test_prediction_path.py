@@ -13,7 +13,6 @@ SEARCHES = {
     "sample_decode": "tfm.transformer.decoding",
     "beam_search": "tfm.transformer.beam",
     "search_ids": "tfm.prediction.translate",
-    "translate_ids": "tfm.prediction.translate",
     "attention_views": "tfm.prediction.attention_weights",
     "translate_nbest_ids": "tfm.deploy.ct2_decoding",
 }

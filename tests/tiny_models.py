@@ -10,6 +10,7 @@ from torch import Tensor
 
 from tfm.config import DecodingConfig
 from tfm.prediction.settings import DecodeSettings, OutputLimit
+from tfm.prediction.translate import search_ids
 from tfm.transformer import ModelArgs, Transformer, build_model
 
 
@@ -97,3 +98,9 @@ def train_copy_model(*, vocab_size: int = 16, steps: int = 100) -> Transformer:
         loss.backward()
         optimizer.step()
     return model.eval()
+
+
+def best_ids(model, sources: list[list[int]], settings: DecodeSettings) -> list[list[int]]:
+    """The best output ids of each framed source (ids + EOS): the first hypothesis of each that
+    `search_ids` finds, in input order."""
+    return [found[0].tokens for found in search_ids(model, sources, settings)]

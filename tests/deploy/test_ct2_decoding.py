@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import decode_settings
+from tiny_models import best_ids, decode_settings
 
 import tfm
 from tfm.commands.engines import open_translator
 from tfm.config import load_config
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.prediction.translate import search_ids, translate_ids
+from tfm.prediction.translate import search_ids
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import find_run
 from tfm.training import train
@@ -55,7 +55,7 @@ def token_log_probs(model, source: list[int], target_in: list[int]) -> torch.Ten
 
 def test_greedy_gives_tfms_token_ids_on_held_out_sentences(toy_model, held_out, exported):
     _, sources = held_out
-    ours = translate_ids(toy_model.model, sources, settings_of(toy_model))
+    ours = best_ids(toy_model.model, sources, settings_of(toy_model))
     model = open_export(exported)
     found = ct2_nbest_ids(model, sources, settings_of(toy_model), with_scores=False)
     theirs = [hypotheses[0][0] for hypotheses in found]
@@ -143,7 +143,7 @@ def test_every_token_log_probability_is_tfms(options, tmp_path):
     long_source = [trained.tokenizer.encode_src([english[2]])[0] + [EOS_ID]]
     assert len(long_source[0]) > 64
     settings = decode_settings({"max_len_a": 2.0})
-    ours = translate_ids(trained.model, long_source, settings)
+    ours = best_ids(trained.model, long_source, settings)
     theirs = ct2_nbest_ids(model, long_source, settings)
     assert theirs[0][0][0] == ours[0] and len(ours[0]) > 0
 

@@ -54,13 +54,8 @@ def load_config(
         problems = [_describe(err, name, lines, set_lines) for err in exc.errors()]
         raise ConfigError("\n".join(problems)) from None
     train = config.train
-    if (
-        train.schedule == "cosine"
-        and train.decay_steps is None
-        and (
-            "decay_steps" in train.model_fields_set  # given as null, not left to the recipe
-        )
-    ):
+    given_null = train.decay_steps is None and "decay_steps" in train.model_fields_set
+    if given_null and train.schedule == "cosine":  # left out, the recipe would plan it
         key = ("train", "decay_steps")
         where = f"--set {set_lines[key]}" if key in set_lines else f"{name}, line {lines.get(key)}"
         raise ConfigError(

@@ -23,18 +23,6 @@ log = logging.getLogger(__name__)
 MAX_NAMED = 10  # line numbers a warning names before it only counts the rest
 
 
-def translate_ids(
-    model: Model,
-    sources: Sequence[Sequence[int]],
-    settings: DecodeSettings,
-    *,
-    numbers: Sequence[int] | None = None,
-) -> list[list[int]]:
-    """The best output ids of each framed source (ids + EOS), in input order (see
-    `search_ids`)."""
-    return [found[0].tokens for found in search_ids(model, sources, settings, numbers=numbers)]
-
-
 def search_ids(
     model: Model,
     sources: Sequence[Sequence[int]],
