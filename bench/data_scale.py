@@ -92,11 +92,12 @@ def config_text(work: Path, n: int, *, quick: bool) -> str:
             # Every key set, so that no recipe is planned: the data is prepared where training
             # asks for it, and "data ready in" times preparing it.
             "train": {
-                "max_steps": 10 if quick else 50,
-                "log_every": 5 if quick else 10,
+                "max_steps": 6 if quick else 50,
+                "log_every": 3 if quick else 10,
+                "threads": 1 if quick else None,  # quick: one thread, as in the test suite
                 "validate_every": 1_000_000,
                 "max_epochs": None,
-                "max_tokens": 4096,
+                "max_tokens": 1024 if quick else 4096,
                 "lr": 1e-3,
                 "warmup_steps": 10,
                 "schedule": "inverse_sqrt",

@@ -112,6 +112,7 @@ def test_an_index_pointing_outside_the_folder_deletes_nothing_there(tmp_path):
     assert outside.read_bytes() == b"keep me"
 
 
+@pytest.mark.slow  # a soak; test_atomic checks the same writes deterministically
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork and SIGKILL")
 def test_sigkill_at_random_moments_never_leaves_a_torn_checkpoint(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HELPER.parents[2] / "src"), *sys.path])}
