@@ -55,6 +55,6 @@ def test_a_stream_yields_cleaned_pairs_and_reports_after_the_last(tmp_path):
     source = SourceConfig(format="text", path=str(tmp_path / "t"))
     pairs, cleaner = stream_split(source, split="train", src_lang="de", tgt_lang="en",
                                   toy=ToyConfig())  # fmt: skip
-    assert list(pairs) == [("a", "A"), ("b", "B2")]
+    assert list(pairs) == [[("a", "A"), ("b", "B2")]]  # one chunk of what is kept
     report = cleaner.report()
     assert (report.read, report.kept, report.dropped) == (3, 2, {"empty": 1})

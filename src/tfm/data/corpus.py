@@ -28,6 +28,7 @@ from tfm.data.formats import (
     Hashing,
     Pairs,
     PairStream,
+    chunked,
     field_names,
     jsonl_pairs,
     text_pairs,
@@ -111,10 +112,11 @@ def load_split(
         source, split=split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy,
         control_chars=control_chars,
     )  # fmt: skip
-    src, tgt = [], []
-    for src_text, tgt_text in stream:
-        src.append(src_text)
-        tgt.append(tgt_text)
+    src: list[str] = []
+    tgt: list[str] = []
+    for chunk in stream:
+        src.extend(src_text for src_text, _ in chunk)
+        tgt.extend(tgt_text for _, tgt_text in chunk)
     return {"src": src, "tgt": tgt}, cleaner.report()
 
 
@@ -127,8 +129,9 @@ def stream_split(
     toy: ToyConfig,
     control_chars: str | None = None,
     hashing: Hashing | None = None,
-) -> tuple[Iterator[tuple[str, str]], Cleaner]:
-    """`load_split` one cleaned pair at a time; `cleaner.report()` once they are all read.
+) -> tuple[Iterator[list[tuple[str, str]]], Cleaner]:
+    """`load_split` a list of cleaned pairs at a time (`formats.chunked`; none empty);
+    `cleaner.report()` once they are all read.
 
     The file formats (`text`, `tsv`, `jsonl`) stream, so a corpus larger than memory goes
     through; `hub`, `disk` and `toy` are read whole first. With `control_chars` ("warn" or
@@ -155,7 +158,7 @@ def stream_split(
             pairs = _read_toy(toy, split=split, **langs)
         rows = zip(pairs.src, pairs.tgt, strict=True)
         stream = PairStream(rows, pairs.origin, pairs.unit)
-    raw: Iterable[tuple[str, str]] = stream.pairs
+    raw: Iterable[list[tuple[str, str]]] = chunked(stream.pairs)
     screen = None
     if control_chars is not None:
         screen = CharacterScreen(
@@ -181,17 +184,23 @@ class Cleaner:
         self.long: list[int] = []
         self.max_chars = MAX_LINE_CHARS if split == "train" else None
 
-    def clean(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    def clean(self, chunks: Iterable[list[tuple[str, str]]]) -> Iterator[list[tuple[str, str]]]:
+        """Each chunk's pairs stripped, less the empty and the too long (counted); no chunk
+        comes out empty."""
         limit = self.max_chars
-        for src_text, tgt_text in pairs:
-            self.read += 1
-            src_text, tgt_text = src_text.strip(), tgt_text.strip()
-            if not (src_text and tgt_text):
-                self.empty.append(self.read - 1)
-            elif limit is not None and max(len(src_text), len(tgt_text)) > limit:
-                self.long.append(self.read - 1)
-            else:
-                yield src_text, tgt_text
+        for chunk in chunks:
+            kept = []
+            for src_text, tgt_text in chunk:
+                self.read += 1
+                src_text, tgt_text = src_text.strip(), tgt_text.strip()
+                if not (src_text and tgt_text):
+                    self.empty.append(self.read - 1)
+                elif limit is not None and max(len(src_text), len(tgt_text)) > limit:
+                    self.long.append(self.read - 1)
+                else:
+                    kept.append((src_text, tgt_text))
+            if kept:
+                yield kept
 
     def report(self) -> LoadReport:
         """What was read and dropped (for the caller to log, once every drop is in), and the

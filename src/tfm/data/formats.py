@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, Protocol
 
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 BOM = b"\xef\xbb\xbf"
 BLOCK_SIZE = 1 << 22  # bytes read at a time: 4 MiB
+CHUNK = 20_000  # pairs handed on at a time (`chunked`)
 
 
 class Pairs(NamedTuple):
@@ -45,6 +47,14 @@ class PairStream(NamedTuple):
     pairs: Iterator[tuple[str, str]]
     origin: str
     unit: str
+
+
+def chunked(pairs: Iterable[tuple[str, str]], size: int = CHUNK) -> Iterator[list[tuple[str, str]]]:
+    """`pairs` in lists of `size` (the last one shorter): what reads a stream (the screen, the
+    cleaner, the data cache's writer) then takes a list at a time, not one pair at a time."""
+    iterator = iter(pairs)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
 
 
 def read_lines(path: Path, *, key: str) -> list[str]:

@@ -8,9 +8,10 @@ subword of their own and teach the model noise. `data.control_chars` says what t
 with that line. A tab inside a `text` line and a carriage return inside a line are ordinary
 (the latter is reported by the file readers).
 
-The screen watches the pairs as they stream in (`corpus.stream_split`): "refuse" stops at the
-first such character; "warn" counts them and warns when the split has been read. The data cache
-keeps what was found, so that a run that maps a prepared split warns (or refuses) as well.
+The screen watches the pairs as they stream in, a chunk at a time (`corpus.stream_split`):
+"refuse" stops at the first such character; "warn" counts them and warns when the split has been
+read. The data cache keeps what was found, so that a run that maps a prepared split warns (or
+refuses) as well.
 `LoadReport` (corpus.py) names the first line of each kind of dropped pair through
 `first_lines`, so that a split's drops are reported once, with where to look.
 """
@@ -54,11 +55,15 @@ class CharacterScreen:
         self.pairs = 0
         self.first: str | None = None  # where the first one is
 
-    def watch(self, pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
-        for index, texts in enumerate(pairs):
-            if UNWANTED.search(texts[0]) or UNWANTED.search(texts[1]):
-                self._count(index, texts)
-            yield texts
+    def watch(self, chunks: Iterable[list[tuple[str, str]]]) -> Iterator[list[tuple[str, str]]]:
+        """Pass `chunks` of pairs (`formats.chunked`) on, each once it has been looked at."""
+        start = 0
+        for chunk in chunks:
+            for index, texts in enumerate(chunk, start):
+                if UNWANTED.search(texts[0]) or UNWANTED.search(texts[1]):
+                    self._count(index, texts)
+            start += len(chunk)
+            yield chunk
 
     def _count(self, index: int, texts: tuple[str, str]) -> None:
         self.pairs += 1

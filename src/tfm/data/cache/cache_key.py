@@ -160,6 +160,7 @@ def _hash_pairs(config: Config) -> str:
         data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
     )
     digest = hashlib.sha256()
-    for src, tgt in pairs:
-        digest.update(json.dumps([src, tgt], ensure_ascii=False).encode() + b"\n")
+    for chunk in pairs:
+        for src, tgt in chunk:
+            digest.update(json.dumps([src, tgt], ensure_ascii=False).encode() + b"\n")
     return digest.hexdigest()

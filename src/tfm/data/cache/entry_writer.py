@@ -26,9 +26,7 @@ import shutil
 import sys
 import time
 import unicodedata
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -49,7 +47,7 @@ from tfm.errors import DataError
 
 log = logging.getLogger(__name__)
 
-CHUNK = 20_000  # pairs read, encoded and written at a time
+CHUNK = 20_000  # pairs encoded and written at a time (read: `formats.CHUNK`)
 SAMPLE_SEED = 0  # of the BPE training sample: fixed, so the same data gives the same tokenizer
 
 
@@ -237,12 +235,6 @@ class _RowWriter:
         np.save(self.offsets_path, np.concatenate(self.ends))
 
 
-def _chunks(items: Iterable, size: int) -> Iterator[list]:
-    iterator = iter(items)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
-
-
 def _bar(progress: bool, **kwargs) -> tqdm:
     """A progress bar on stderr, shown when asked for and stderr is a terminal."""
     return tqdm(disable=None if progress else True, dynamic_ncols=True, leave=False, **kwargs)
@@ -263,7 +255,7 @@ def _write_texts(
     alphabets: dict[str, set[str]] = {side: set() for side in SIDES}
     counter = FigureCounter()
     with _bar(progress, desc="reading train", unit=" pairs", unit_scale=True) as bar:
-        for chunk in _chunks(pairs, CHUNK):
+        for chunk in pairs:
             sides = list(zip(*chunk, strict=True))
             counter.add(sides[0], sides[1])
             for side, writer, texts in zip(SIDES, writers, sides, strict=True):
