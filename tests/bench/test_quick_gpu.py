@@ -1,0 +1,75 @@
+"""The GPU benchmarks' --quick runs, on the CPU with tiny models (the CUDA parts skip without a
+GPU): each part reports, and every figure file is written."""
+
+import json
+import math
+import re
+
+import pytest
+import torch
+from bench_reports import numbers
+
+
+def test_gpu_speed(script, capsys, tmp_path):
+    """The one command of every GPU figure, on the CPU with tiny models: each part reports."""
+    figures_file = tmp_path / "figures.json"
+    script("gpu_speed").main(["--quick", "--json", str(figures_file)])
+    out = capsys.readouterr().out
+    fp32, bf16 = numbers(
+        r"\(a\) measured matmul peak .*: fp32 ([\d.]+) TFLOP/s, bf16 ([\d.]+)", out
+    )
+    assert fp32 > 0 and bf16 > 0
+    figures = json.loads(figures_file.read_text())
+    for model in ("multi30k_model", "base_model"):
+        rows = figures[model]
+        for variant in ("fp32", "fp32 packed", "bf16", "bf16 packed", "bf16 static"):
+            row = rows[variant]
+            assert row["median_step_ms"] > 0 and row["tokens_per_s"] > 0
+            # MFU: the model FLOP/s over the peak measured in the same run
+            peak = figures["matmul_peak_tflops"][variant.split()[0]]
+            assert row["mfu_measured_peak"] == pytest.approx(row["model_tflops_per_s"] / peak)
+        assert rows["fp32"]["speed_against_fp32"] == 1.0
+        losses = rows["validation_loss"]
+        assert 0 < losses["fp32"] < 10
+        for variant in ("bf16", "bf16 packed"):
+            assert abs(losses[variant] - losses["fp32"]) < 0.05 * losses["fp32"]
+    recipe = figures["recipe"]
+    assert recipe["steps"] == 60 and recipe["wall_s"] > 0
+    assert 0 < recipe["training_s"] < recipe["wall_s"]  # the steps, by the run's own log
+    for decoding in ("greedy", "beam 5"):
+        assert 0 <= recipe[decoding]["bleu"] <= 100 and recipe[decoding]["sentences_per_second"] > 0
+    assert "left out" not in out and "failed" not in out
+
+
+def test_gpu_round(script, capsys, tmp_path):
+    """The GPU round's parts, each in its own process, on the CPU with tiny models: the CUDA
+    tests (skipped), the kernels, the steps and one `tfm train` run, summed up in files."""
+    out = tmp_path / "out"
+    script("gpu_round").main(["--quick", "--out", str(out)])
+    assert sorted(p.name for p in out.iterdir()) == [
+        "cuda_tests.txt", "gpu_kernels.json", "gpu_kernels.txt", "gpu_speed.json",
+        "gpu_speed.txt", "summary.json", "train_runs.txt",
+    ]  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["outcomes"].values()) == {"ok"}
+    run = summary["tfm_train_runs"]["base_gpu"]
+    assert run["log_lines"] == 2 and run["median_step_ms"] > 0 and run["median_tokens_per_s"] > 0
+    assert len(summary["goals"]) == 6
+    kernels = json.loads((out / "gpu_kernels.json").read_text())
+    for row in kernels["attention"].values():  # each layout and precision
+        assert row["flash_only"] == "runs" and row["events_ms"]  # the CPU's fused kernel
+    assert kernels["loss"]["whole logits"]["speed_against_whole_logits"] == 1.0
+    assert kernels["loss"]["fused, eager softmax"]["median_ms"] > 0
+    assert "multi30k_model" in json.loads((out / "gpu_speed.json").read_text())
+    assert "skipped" in (out / "cuda_tests.txt").read_text() or torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_precision(script, capsys):
+    script("cuda_precision").main(["--quick"])
+    out = capsys.readouterr().out
+    for shapes in ("first-seen", "repeated"):
+        assert f"{shapes} shapes, 4 steps" in out
+    speeds = [float(x) for x in re.findall(r"speed against fp32 ([\d.]+)x", out)]
+    assert len(speeds) == 6 and all(s > 0 and math.isfinite(s) for s in speeds)
+    assert "bf16 attention kernels, cuDNN off:" in out

@@ -1,0 +1,37 @@
+"""bench/pairs.py --quick: the recipe's runs on two tiny pairs, a sweep value and a load that
+starts mid-run, each a table row."""
+
+import re
+
+from typer.testing import CliRunner
+
+from tfm.cli import app
+
+
+def test_pairs(script, capsys, monkeypatch):
+    """Training runs as a process of its own (the competing load needs one); the other
+    commands (config show, average, eval) run in this process, as `tfm` would run them."""
+    bench = script("pairs")
+
+    def tfm_here(*args: str, log) -> str:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, result.output
+        return result.stdout.strip()
+
+    monkeypatch.setattr(bench, "tfm", tfm_here)
+    bench.main(["--quick", "--variants", "derived", "--sweep", "train.lr=2x",
+                "--load", "start", "--runs", "runs"])  # fmt: skip
+    out = capsys.readouterr().out
+    rows = re.findall(
+        r"^\| en-de \| (\S+) \| 0 \| (.+?) \| (\d+) \| (\d+) \| (\d+)% \| ([\d.]+) \| "
+        r"([\d.]+) \| ([\d.]+) \| ([\d.]+) \|",
+        out,
+        re.M,
+    )
+    assert [row[0] for row in rows] == ["derived", "train.lr=0.004"] * 2  # as they come, then all
+    for _variant, plan, planned, steps, used, lr_end, bleu, chrf, unk in rows:
+        assert "vocab 1000" in plan and "beam 5" in plan and int(planned) >= int(steps) >= 1
+        assert int(used) > 0 and 0 < float(lr_end) <= 1
+        assert 0 <= float(bleu) <= 100 and 0 <= float(chrf) <= 100 and float(unk) == 0
+    assert "lr 0.002" in rows[0][1] and "lr 0.004" in rows[1][1]  # twice the derived rate
+    assert "budget: 0.05 minutes on 1 thread(s) a run" in out
