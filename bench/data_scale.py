@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 4_500_000  # pairs of WMT14 en-de, where the fit is read
 FULL_SIZES = (30_000, 300_000, 1_000_000)
-QUICK_SIZES = (1_000, 3_000)
+QUICK_SIZES = (500, 1_500)
 
 
 def write_corpus(prefix: Path, n: int, *, seed: int) -> None:
@@ -180,7 +180,7 @@ def measure(work: Path, n: int, *, quick: bool) -> dict:
     corpus = work / f"corpus-{n}"
     corpus.mkdir(parents=True, exist_ok=True)
     write_corpus(corpus / "train", n, seed=0)
-    write_corpus(corpus / "valid", 50 if quick else 200, seed=1)
+    write_corpus(corpus / "valid", 20 if quick else 200, seed=1)
     config = work / f"config-{n}.yaml"
     config.write_text(config_text(work, n, quick=quick))
     tfm = [sys.executable, "-m", "tfm"]

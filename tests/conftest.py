@@ -31,6 +31,22 @@ def shared_run(tmp_path_factory, name: str, build) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def shared_runs_first(request, scratch_cwd):
+    """Under pytest-xdist, each worker first builds its share of the shared runs the collected
+    tests need (worker i the i-th, wrapping round), so that they are built side by side and no
+    worker sits idle waiting for another's build; a worker with no share builds nothing. Every
+    worker collects every test, so each sees the same list."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count:
+        return
+    needed = [name for name in ("trained_run", "both_ways_run")
+              if any(name in item.fixturenames for item in request.session.items)]  # fmt: skip
+    for name in needed[int(worker.removeprefix("gw")) :: int(count)]:
+        request.getfixturevalue(name)
+
+
+@pytest.fixture(scope="session", autouse=True)
 def scratch_cwd(tmp_path_factory):
     """Every test starts in a scratch folder of this session (of this worker, under
     pytest-xdist), not in the checkout: training remembers its run in the current folder's

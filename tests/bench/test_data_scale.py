@@ -14,7 +14,7 @@ def test_quick_report_has_a_row_per_size_and_a_fit(tmp_path, capsys):
     spec.loader.exec_module(bench)
     result = bench.main(["--quick", "--work", str(tmp_path)])
     rows = result["rows"]
-    assert [row["pairs"] for row in rows] == [1_000, 3_000]
+    assert [row["pairs"] for row in rows] == [500, 1_500]
     for row in rows:
         assert row["check_pairs"] == row["pairs"]  # the check read the whole training split
         assert row["cold_wrote_cache"] and not row["warm_wrote_cache"]
@@ -27,5 +27,5 @@ def test_quick_report_has_a_row_per_size_and_a_fit(tmp_path, capsys):
     assert all(math.isfinite(line["at_target"]) for line in result["fit"].values())
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:3] == ["pairs", "text_mb", "prepare_s"]
-    assert table[1].split()[0] == "1,000" and table[3].split()[0] == "3,000"
+    assert table[1].split()[0] == "500" and table[3].split()[0] == "1,500"
     assert table[5].startswith("fit (a + b · pairs), at 4,500,000 pairs:")
