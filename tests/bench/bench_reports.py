@@ -1,6 +1,11 @@
-"""Reading figures out of a bench script's printed report."""
+"""Helpers of the bench scripts' quick tests: reading figures out of a printed report, and
+running a script's `tfm` commands in the test's own process."""
 
 import re
+
+from typer.testing import CliRunner
+
+from tfm.cli import app
 
 
 def numbers(pattern: str, text: str) -> list[float]:
@@ -8,3 +13,12 @@ def numbers(pattern: str, text: str) -> list[float]:
     found = re.search(pattern, text)
     assert found, f"no line matches {pattern!r} in:\n{text}"
     return [float(group) for group in found.groups()]
+
+
+def tfm_in_process(*args: str, **_ignored) -> str:
+    """What a script's `tfm(*args)` returns (stdout, stripped), run in this process; fails on a
+    non-zero exit with the command's output. Keyword arguments (a script's log file) are
+    ignored: the output is in the failure message."""
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip()

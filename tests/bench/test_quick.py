@@ -6,10 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from bench_reports import numbers
-from typer.testing import CliRunner
-
-from tfm.cli import app
+from bench_reports import numbers, tfm_in_process
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -65,13 +62,7 @@ def test_model_speed(script, capsys):
 def test_multi30k(script, capsys, monkeypatch, tmp_path):
     """The whole script on a tiny toy run; its `tfm` commands run in this process."""
     bench = script("multi30k")
-
-    def tfm_here(*args: str) -> str:
-        result = CliRunner().invoke(app, list(args))
-        assert result.exit_code == 0, result.output
-        return result.stdout.strip()
-
-    monkeypatch.setattr(bench, "tfm", tfm_here)
+    monkeypatch.setattr(bench, "tfm", tfm_in_process)
     bench.main(["--quick", "--runs", str(tmp_path / "runs")])
     rows = capsys.readouterr().out.splitlines()
     assert rows[0].startswith("| direction | decoding | BLEU (cased, sacreBLEU) |")

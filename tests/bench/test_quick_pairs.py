@@ -1,24 +1,16 @@
-"""bench/pairs.py --quick: the recipe's runs on two tiny pairs, a sweep value and a load that
-starts mid-run, each a table row."""
+"""bench/pairs.py --quick: the recipe's run on a tiny pair and a sweep value, a load starting
+mid-run, each run a table row."""
 
 import re
 
-from typer.testing import CliRunner
-
-from tfm.cli import app
+from bench_reports import tfm_in_process
 
 
 def test_pairs(script, capsys, monkeypatch):
     """Training runs as a process of its own (the competing load needs one); the other
     commands (config show, average, eval) run in this process, as `tfm` would run them."""
     bench = script("pairs")
-
-    def tfm_here(*args: str, log) -> str:
-        result = CliRunner().invoke(app, list(args))
-        assert result.exit_code == 0, result.output
-        return result.stdout.strip()
-
-    monkeypatch.setattr(bench, "tfm", tfm_here)
+    monkeypatch.setattr(bench, "tfm", tfm_in_process)
     bench.main(["--quick", "--variants", "derived", "--sweep", "train.lr=2x",
                 "--load", "start", "--runs", "runs"])  # fmt: skip
     out = capsys.readouterr().out
