@@ -21,7 +21,7 @@ from transformer_helpers import (
 import tfm
 from tfm.config import Config, ModelConfig
 from tfm.training.session_opening import model_args
-from tfm.transformer import ModelArgs, Transformer, build_model
+from tfm.transformer import ModelArgs, Transformer, build_model, parameter_count
 
 V = 40
 TINY = dict(
@@ -139,6 +139,17 @@ def test_activation_dropout_from_the_config_reaches_every_feed_forward_network()
     assert not torch.allclose(model(src, tgt), model(src, tgt))  # the only randomness
     no_dropout = build_model(replace(args, activation_dropout=0.0)).train()
     torch.testing.assert_close(no_dropout(src, tgt), no_dropout(src, tgt))
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+@pytest.mark.parametrize(("share", "tie"), [(False, False), (False, True), (True, True)])
+def test_the_parameter_count_from_the_shape_is_the_built_models(norm_position, share, tie):
+    args = ModelArgs(src_vocab_size=90, tgt_vocab_size=90 if share else 70, d_model=24,
+                     n_heads=2, n_encoder_layers=2, n_decoder_layers=3, d_ff=40,
+                     norm_position=norm_position, share_embeddings=share,
+                     tie_output=tie)  # fmt: skip
+    built = sum(p.numel() for p in build_model(args).parameters())  # a tied one once
+    assert parameter_count(args) == built
 
 
 def test_model_args_from_the_config_copy_every_model_option():

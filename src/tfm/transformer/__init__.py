@@ -29,7 +29,7 @@ from tfm.transformer.dropout import Dropout
 from tfm.transformer.embedding import PositionalEncoding, TokenEmbedding, sinusoidal_table
 from tfm.transformer.feed_forward import PositionwiseFeedForward
 from tfm.transformer.layers import Decoder, DecoderCache, DecoderLayer, Encoder, EncoderLayer
-from tfm.transformer.model import Transformer, build_model
+from tfm.transformer.model import Transformer, build_model, parameter_count
 from tfm.transformer.multihead_attention import (
     KeyValue,
     KeyValueCache,
@@ -62,6 +62,7 @@ __all__ = [
     "Transformer",
     "beam_search",
     "build_model",
+    "parameter_count",
     "gnmt_length_penalty",
     "greedy_decode",
     "sample_decode",

@@ -204,6 +204,21 @@ def build_model(args: ModelArgs) -> Transformer:
     return Transformer(args)
 
 
+def parameter_count(args: ModelArgs) -> int:
+    """The trainable parameters `build_model(args)` has, a shared or tied matrix counted once,
+    without building it: a head of attention is one slice of `w_qkv` (3D × D, bias 3D) and `w_o`
+    (D × D, bias D); a feed-forward block two layers (D × F, F × D, biases); a residual a
+    LayerNorm (2D); a pre-norm stack one more at its end."""
+    d, f = args.d_model, args.d_ff
+    attention, feed_forward, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
+    last_norm = norm if args.norm_position == "pre" else 0
+    encoder = args.n_encoder_layers * (attention + feed_forward + 2 * norm) + last_norm
+    decoder = args.n_decoder_layers * (2 * attention + feed_forward + 3 * norm) + last_norm
+    embeddings = args.src_vocab_size * d + (0 if args.share_embeddings else args.tgt_vocab_size * d)
+    projection = 0 if args.tie_output else args.tgt_vocab_size * d
+    return embeddings + encoder + decoder + projection
+
+
 def skips_unneeded_masks(ids: Tensor) -> bool:
     """Whether to look for padding before masking: only where the ids are in host memory. On a
     GPU, the look would make the host wait for the device at every forward; under torch.compile,

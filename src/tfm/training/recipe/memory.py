@@ -6,7 +6,7 @@ that refuses a plan the machine cannot hold.
 
 The parts, all float32 (bf16 autocast keeps float32 weights and holds less):
 - weights, gradients and AdamW's two moments: 16 bytes per parameter (tied weights once), counted
-  exactly on a model built on the `meta` device, which allocates nothing;
+  exactly from the shape (`tfm.transformer.parameter_count`);
 - activations kept for the backward pass of one batch of `max_tokens` source and as many target
   tokens (`train.max_tokens` bounds each side): per token and layer about 12·D + 2·F values in the
   encoder, 14·D + 2·F in the decoder plus 2·D of each source token for its cross-attention, 2·D
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from tfm.errors import UsageError
-from tfm.transformer import ModelArgs, build_model
+from tfm.transformer import ModelArgs, parameter_count
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,6 @@ class TrainingMemory:
     @property
     def total(self) -> int:
         return self.state + self.activations
-
-
-def parameter_count(args: ModelArgs) -> int:
-    """The model's trainable parameters, a tied matrix counted once (nothing is allocated)."""
-    with torch.device("meta"):
-        model = build_model(args)
-    return sum(p.numel() for p in model.parameters())  # parameters() yields a tied one once
 
 
 def estimate_training_memory(args: ModelArgs, max_tokens: int) -> TrainingMemory:
