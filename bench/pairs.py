@@ -18,10 +18,10 @@ adds keys to the data-only config:
   4,096-token batches, peak rate 1e-3 after 800 steps, §5.3's decay) for a corpus of ~30k pairs;
 - the recipe with one choice changed: small-batch and large-batch (512- and 2,048-token
   batches), narrow and wide (a d_model 96 shape of 2 + 2 layers, and the 7.6M model's d_model
-  256 shape of 3 + 3), low-rate and high-rate (peak 1e-3 and 4e-3, half and twice what the
+  256 shape of 3 + 3), low-rate and high-rate (peak 7e-4 and 2.8e-3, half and twice what the
   recipe gives the d_model 128 shapes), low-dropout (0.1) and big-vocab (8,000 BPE).
 
-`--sweep KEY=V1,V2,…` adds a variant for each value of one config key (`train.lr=1e-3,4e-3`);
+`--sweep KEY=V1,V2,…` adds a variant for each value of one config key (`train.lr=7e-4,2.8e-3`);
 a value ending in `x` scales the derived plan's value for that pair (`train.lr=0.5x,2x`), read
 from `tfm config show`. `--seeds N` trains every run with `train.seed` 0 … N-1.
 
@@ -76,8 +76,8 @@ VARIANTS: dict[str, dict] = {
                          "n_decoder_layers": 2, "d_ff": 384}},
     "wide": {"model": {"d_model": 256, "n_heads": 4, "n_encoder_layers": 3,
                        "n_decoder_layers": 3, "d_ff": 1024}},
-    "low-rate": {"train": {"lr": 1e-3}},
-    "high-rate": {"train": {"lr": 4e-3}},
+    "low-rate": {"train": {"lr": 7e-4}},
+    "high-rate": {"train": {"lr": 2.8e-3}},
     "low-dropout": {"model": {"dropout": 0.1}},
     "big-vocab": {"tokenizer": {"vocab_size": 8000}},
 }  # fmt: skip

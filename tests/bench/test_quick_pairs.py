@@ -20,10 +20,10 @@ def test_pairs(script, capsys, monkeypatch):
         out,
         re.M,
     )
-    assert [row[0] for row in rows] == ["derived", "train.lr=0.004"] * 2  # as they come, then all
+    assert [row[0] for row in rows] == ["derived", "train.lr=0.0028"] * 2  # as they come, then all
     for _variant, plan, planned, steps, used, lr_end, bleu, chrf, unk in rows:
         assert "vocab 1000" in plan and "beam 5" in plan and int(planned) >= int(steps) >= 1
         assert int(used) > 0 and 0 < float(lr_end) <= 1
         assert 0 <= float(bleu) <= 100 and 0 <= float(chrf) <= 100 and float(unk) == 0
-    assert "lr 0.002" in rows[0][1] and "lr 0.004" in rows[1][1]  # twice the derived rate
+    assert "lr 0.0014" in rows[0][1] and "lr 0.0028" in rows[1][1]  # twice the derived rate
     assert "budget: 0.05 minutes on 1 thread(s) a run" in out
