@@ -206,9 +206,9 @@ def build_model(args: ModelArgs) -> Transformer:
 
 def parameter_count(args: ModelArgs) -> int:
     """The trainable parameters `build_model(args)` has, a shared or tied matrix counted once,
-    without building it: a head of attention is one slice of `w_qkv` (3D × D, bias 3D) and `w_o`
-    (D × D, bias D); a feed-forward block two layers (D × F, F × D, biases); a residual a
-    LayerNorm (2D); a pre-norm stack one more at its end."""
+    without building it: an attention block is `w_qkv` (3D × D, bias 3D) and `w_o` (D × D, bias
+    D); a feed-forward block two layers (D × F, F × D, biases); a residual a LayerNorm (2D); a
+    pre-norm stack one more at its end."""
     d, f = args.d_model, args.d_ff
     attention, feed_forward, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
     last_norm = norm if args.norm_position == "pre" else 0
