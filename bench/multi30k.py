@@ -225,15 +225,14 @@ def training_minutes(run: Path) -> float:
 
 
 def parameters(run: Path) -> str:
-    """The model's parameter count, tied weights once, from the model it rebuilds (a model file
-    written from a GPU before tied weights were kept tied held them once per name)."""
+    """The model's parameter count, tied weights once, from its shape (a model file written from
+    a GPU before tied weights were kept tied held them once per name)."""
     import torch
 
-    from tfm.api import ModelArgs, build_model
+    from tfm.api import ModelArgs, parameter_count
 
     state = torch.load(run / "best.pt", weights_only=True, map_location="cpu")
-    model = build_model(ModelArgs.from_stored(state["model_args"]))
-    return f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M"
+    return f"{parameter_count(ModelArgs.from_stored(state['model_args'])) / 1e6:.1f}M"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,9 +12,9 @@ Tokenizer
     `Tokenizer`, `train_tokenizer`, `untrained`, `wants_byte_fallback`; the ids `PAD_ID`,
     `BOS_ID`, `EOS_ID`, `UNK_ID`; `SPECIAL_TOKENS` and `BYTE_TOKENS`.
 Model and search
-    `ModelArgs`, `build_model` -> `Transformer`; `greedy_decode`, the model's own search (for
-    timing the model: translations go through a Translator); `sinusoidal_table`, the §3.5
-    positional table.
+    `ModelArgs`, `build_model` -> `Transformer`, `parameter_count` (without building it);
+    `greedy_decode`, the model's own search (for timing the model: translations go through a
+    Translator); `sinusoidal_table`, the §3.5 positional table.
 Training
     `train(config)` runs a whole run. To drive or time steps yourself: `open_session` ->
     `Session`, `DataParallel(Replicas(), session, StopFlag())`, `optimizer_step`; the pieces a
@@ -72,6 +72,7 @@ from tfm.transformer import (
     Transformer,
     build_model,
     greedy_decode,
+    parameter_count,
     sinusoidal_table,
 )
 
@@ -119,6 +120,7 @@ __all__ = [
     "optimizer_step",
     "pad",
     "padding_share",
+    "parameter_count",
     "projected_loss_sum",
     "score_translations",
     "sinusoidal_table",
