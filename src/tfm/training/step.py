@@ -20,14 +20,12 @@ from dataclasses import dataclass
 import torch
 
 from tfm.config import planned
-from tfm.data.batching import Batch, pad_to_static_shape
-from tfm.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from tfm.data.batching import Batch
+from tfm.training.batch_layout import BatchLoss, layout_loss_sum, static
 from tfm.training.data_parallel import DataParallel
-from tfm.training.loss import projected_loss_sum
 from tfm.training.session import Session
 from tfm.training.state import DeviceStep
 from tfm.training.utilisation import step_flops
-from tfm.transformer import PackedBatch, Packing
 
 log = logging.getLogger(__name__)
 
@@ -119,56 +117,11 @@ def _update_unless(optimizer: torch.optim.Optimizer, *, skip: torch.Tensor) -> N
         del optimizer.found_inf  # type: ignore[attr-defined]
 
 
-def static(batch: Batch, *, max_tokens: int) -> Batch:
-    """`batch` padded to one of a few fixed shapes (`train.static_shapes`)."""
-    return pad_to_static_shape(
-        batch, max_tokens=max_tokens, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID
-    )
-
-
 def batch_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> torch.Tensor:
     """The summed label-smoothed cross-entropy (§5.4) of one batch's real target tokens, under
     the session's autocast; `module` is the model as the step calls it (`parallel.module`:
     DDP-wrapped or compiled). The batch reaches the model as `train.layout` says."""
-    return LAYOUTS[session.config.train.layout](session, module, batch)
-
-
-def padded_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """`train.layout: padded`. `batch` is in host memory, and which target positions are real
-    is found there: found on a GPU, their count would make the host wait for it. The batch then
-    moves to the session's device, and the model computes every position (static shapes stay
-    static under torch.compile); only the real positions are projected onto the vocabulary."""
-    real = batch.tgt_out != PAD_ID  # (B, T)
-    positions = real.flatten().nonzero().squeeze(1)  # (N,) row-major indices of real positions
-    device = session.device
-    targets = batch.tgt_out[real].to(device, non_blocking=True)  # (N,)
-    positions = positions.to(device, non_blocking=True)
-    batch = batch.to(device, non_blocking=True)
-    with session.autocast():
-        hidden = module(batch.src, batch.tgt_in, project=False)  # (B, T, D)
-        hidden = hidden.flatten(0, 1).index_select(0, positions)  # (N, D): padding gets no logits
-        return _loss_sum(session, hidden, targets)
-
-
-def packed_loss_sum(session: Session, module: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """`train.layout: packed`: only the real tokens reach the model, packed on the host (sources
-    where they are not padding, targets where tgt_out is a real token) with their sizes, so
-    that no kernel waits for the device to learn them (transformer/packing.py)."""
-    src_real, tgt_real = batch.src != PAD_ID, batch.tgt_out != PAD_ID  # (B, S), (B, T)
-    device = session.device
-    packed = PackedBatch(Packing.of(src_real), Packing.of(tgt_real)).to(device, non_blocking=True)
-    src = batch.src[src_real][None].to(device, non_blocking=True)  # (1, M)
-    tgt_in = batch.tgt_in[tgt_real][None].to(device, non_blocking=True)  # (1, N)
-    targets = batch.tgt_out[tgt_real].to(device, non_blocking=True)  # (N,)
-    with session.autocast():
-        hidden = module(src, tgt_in, packed=packed, project=False)  # (N, D)
-        return _loss_sum(session, hidden, targets)
-
-
-LAYOUTS = {"padded": padded_loss_sum, "packed": packed_loss_sum}
-
-
-def _loss_sum(session: Session, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    weight = session.model.output_projection.weight
     smoothing = planned(session.config.train.label_smoothing, "train.label_smoothing")
-    return projected_loss_sum(hidden, weight, targets, label_smoothing=smoothing)
+    loss = BatchLoss(session.device, session.dtype, session.model.output_projection.weight,
+                     label_smoothing=smoothing)  # fmt: skip
+    return layout_loss_sum(session.config.train.layout, module, batch, loss)

@@ -1,6 +1,8 @@
 """Timing a model shape on this device before training, for a plan under a time budget.
 
-A few optimizer steps of the shape on real training batches give its step time; decoding a
+A few optimizer steps of the shape on real training batches, each taken as training takes it (the
+batch reaching the model as `train.layout` and `train.static_shapes` say, through the training
+step's own `layout_loss_sum`; the gradient clipped), give its step time; decoding a
 sample of the validation split through a `Translator`, as validation decodes (the beam it will
 use, to the decoding length limit), gives a validation's time at its slowest: an untrained model
 rarely stops by itself, and early validations are the slow ones.
@@ -20,11 +22,10 @@ from tfm.config import Config
 from tfm.data.batching import EpochData, TokenBatchSampler
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.ragged import lengths_of
-from tfm.data.tokenizer import PAD_ID, Tokenizer
-from tfm.device import autocast
+from tfm.data.tokenizer import Tokenizer
 from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.torch_translator import TorchTranslator
-from tfm.training.loss import projected_loss_sum
+from tfm.training.batch_layout import BatchLoss, layout_loss_sum, static
 from tfm.training.recipe.ladder import Shape
 from tfm.transformer import Transformer, build_model
 
@@ -83,20 +84,19 @@ class Calibration:
         )
         batches = sampler.epoch(0)[: UNTIMED_STEPS + TIMED_STEPS]
         data = EpochData(src=split.src, tgt=split.tgt, batches=batches)
+        train = self.config.train
+        loss = BatchLoss(self.device, self.dtype, model.output_projection.weight, 0.1)
         model.train()
         times = []
         for indices in batches:
-            batch = data.batch(indices).to(self.device)
+            batch = data.batch(indices)
             started = time.perf_counter()
+            if train.static_shapes:
+                batch = static(batch, max_tokens=max_tokens)
             optimizer.zero_grad(set_to_none=True)
-            real = batch.tgt_out != PAD_ID
-            with autocast(self.device, self.dtype):
-                hidden = model(batch.src, batch.tgt_in, keep=real, project=False)
-                loss = projected_loss_sum(
-                    hidden, model.output_projection.weight, batch.tgt_out[real],
-                    label_smoothing=0.1,
-                )  # fmt: skip
-            loss.backward()
+            layout_loss_sum(train.layout, model, batch, loss).backward()
+            if train.clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), train.clip_norm)
             optimizer.step()
             if self.device.type == "cuda":
                 torch.cuda.synchronize()

@@ -1,0 +1,52 @@
+"""The plan times a shape's steps as training will take them: the batch reaches the model as
+`train.layout` and `train.static_shapes` say."""
+
+import random
+
+import pytest
+import torch
+
+from tfm.config import load_config
+from tfm.data.batching import static_size
+from tfm.data.pipeline import EncodedSplit
+from tfm.data.tokenizer import BOS_ID, EOS_ID
+from tfm.training.recipe.calibration import Calibration
+from tfm.training.recipe.ladder import LADDER
+from tfm.transformer import Transformer
+
+
+def framed_split(n: int) -> EncodedSplit:
+    """`n` pairs of random ids, framed as training frames them, of lengths 2 to 30."""
+    rng = random.Random(0)
+    ids = [[rng.randrange(4, 60) for _ in range(rng.randint(2, 30))] for _ in range(2 * n)]
+    src, tgt = [s + [EOS_ID] for s in ids[:n]], [[BOS_ID, *t, EOS_ID] for t in ids[n:]]
+    return EncodedSplit("train", [""] * n, [""] * n, src, tgt, report=None)
+
+
+@pytest.mark.parametrize(
+    "settings", [["train.layout=padded"], ["train.layout=packed"], ["train.static_shapes=true"]]
+)
+def test_the_timed_steps_take_batches_as_training_does(monkeypatch, settings):
+    seen = []  # (packed, source shape, target shape) of each training forward
+    forward = Transformer.forward
+
+    def spy(self, src, tgt, *args, **kwargs):
+        seen.append((kwargs.get("packed") is not None, tuple(src.shape), tuple(tgt.shape)))
+        return forward(self, src, tgt, *args, **kwargs)
+
+    monkeypatch.setattr(Transformer, "forward", spy)
+    config = load_config(None, settings)
+    split = framed_split(200)
+    clock = Calibration(train=split, validation=lambda: split, config=config, tokenizer=None,
+                        vocab_size=64, device=torch.device("cpu"), dtype=torch.float32)  # fmt: skip
+    assert clock.step_seconds(LADDER[0], max_tokens=512) > 0
+    assert len(seen) == 7  # the untimed and the timed steps
+    packed = "train.layout=packed" in settings
+    assert all(p == packed for p, _, _ in seen)
+    if packed:  # one row of the batch's real tokens
+        assert all(src[0] == 1 and tgt[0] == 1 for _, src, tgt in seen)
+    widths = {(src[1], tgt[1]) for _, src, tgt in seen}
+    if "train.static_shapes=true" in settings:  # both sides padded to one width of a fixed set
+        assert all(s == t == static_size(s) for s, t in widths)
+    else:
+        assert any(s != t for s, t in widths)
