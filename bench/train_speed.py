@@ -80,13 +80,13 @@ from tfm.api import (
     Session,
     StopFlag,
     UnreadSteps,
+    batch_layout,
     batching,
     build_optimizer,
     device_peak,
     model_step_flops,
     optimizer_step,
     padding_share,
-    step,
     teacher_forced_loss,
 )
 
@@ -119,7 +119,7 @@ def stopwatches(session: Session, parallel: DataParallel) -> Iterator[dict[str, 
         session.model.register_forward_hook(forward_done),
     ]
     patches = [
-        (step, "projected_loss_sum", timing("loss", step.projected_loss_sum)),
+        (batch_layout, "projected_loss_sum", timing("loss", batch_layout.projected_loss_sum)),
         (batching.Batch, "to", timing("to(device)", batching.Batch.to)),
         (torch.nn.utils, "clip_grad_norm_", timing("clip", torch.nn.utils.clip_grad_norm_)),
         (parallel, "backward", timing("backward", parallel.backward)),

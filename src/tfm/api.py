@@ -18,7 +18,8 @@ Model and search
 Training
     `train(config)` runs a whole run. To drive or time steps yourself: `open_session` ->
     `Session`, `DataParallel(Replicas(), session, StopFlag())`, `optimizer_step`; the pieces a
-    step is made of, for timing them: the modules `batching` and `step`, `EpochData`,
+    step is made of, for timing them: the modules `batching` and `batch_layout` (a batch's way
+    to the model and its loss: wrap its `projected_loss_sum` to time the loss), `EpochData`,
     `padding_share`, `build_optimizer`, `Progress`, `UnreadSteps`, `projected_loss_sum`;
     `Batch` and `static_shape`, a batch padded to the fixed shapes of `train.static_shapes`;
     `model_step_flops` and `device_peak`, model FLOPs of a step and a device's known peak.
@@ -57,7 +58,7 @@ from tfm.prediction.torch_translator import TorchTranslator
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore
-from tfm.training import StopFlag, optimizer_step, step, train
+from tfm.training import StopFlag, batch_layout, optimizer_step, train
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import Replicas
 from tfm.training.loss import projected_loss_sum
@@ -101,6 +102,7 @@ __all__ = [
     "TorchTranslator",
     "Transformer",
     "UnreadSteps",
+    "batch_layout",
     "batching",
     "build_model",
     "build_optimizer",
@@ -125,7 +127,6 @@ __all__ = [
     "score_translations",
     "sinusoidal_table",
     "static_shape",
-    "step",
     "teacher_forced_loss",
     "train",
     "train_tokenizer",

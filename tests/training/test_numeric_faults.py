@@ -9,12 +9,12 @@ from builders import tiny_config, train_losses
 
 from tfm.errors import CheckpointError, TrainingError
 from tfm.rundir.checkpoint import load_checkpoint
-from tfm.training import session_opening, step, train, validation
+from tfm.training import batch_layout, session_opening, train, validation
 
 
 def nan_at(steps: set[int], counter: list[int]):
     """A loss function that is NaN on the given (1-based) calls."""
-    real = step.projected_loss_sum
+    real = batch_layout.projected_loss_sum
 
     def loss(*args, **kwargs):
         counter[0] += 1
@@ -25,7 +25,7 @@ def nan_at(steps: set[int], counter: list[int]):
 
 
 def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch):
-    monkeypatch.setattr(step, "projected_loss_sum", nan_at({2, 3}, [0]))
+    monkeypatch.setattr(batch_layout, "projected_loss_sum", nan_at({2, 3}, [0]))
     result = train(tiny_config(tmp_path / "run", max_steps=5), progress_bar=False)
     assert result.steps == 5
     state = load_checkpoint(next((tmp_path / "run" / "checkpoints").glob("step-*.pt")))
@@ -36,7 +36,7 @@ def test_nan_loss_skips_the_update_and_is_counted(tmp_path, monkeypatch):
 
 
 def test_too_many_in_a_row_stop_with_step_lr_and_remedies(tmp_path, monkeypatch):
-    monkeypatch.setattr(step, "projected_loss_sum", nan_at(set(range(3, 100)), [0]))
+    monkeypatch.setattr(batch_layout, "projected_loss_sum", nan_at(set(range(3, 100)), [0]))
     with pytest.raises(TrainingError) as info:
         train(tiny_config(tmp_path / "run", max_steps=20, max_nonfinite=3), progress_bar=False)
     message = str(info.value)
@@ -86,7 +86,7 @@ def test_steps_read_once_per_window_log_and_skip_what_steps_read_one_by_one_do(
     runs = {}
     for name, each_step in (("each", True), ("window", False)):
         monkeypatch.setattr(session_opening, "reads_each_step", lambda device, e=each_step: e)
-        monkeypatch.setattr(step, "projected_loss_sum", nan_at({2, 3, 7}, [0]))
+        monkeypatch.setattr(batch_layout, "projected_loss_sum", nan_at({2, 3, 7}, [0]))
         run = tmp_path / name
         train(tiny_config(run, max_steps=10, log_every=4), progress_bar=False)
         state = load_checkpoint(next((run / "checkpoints").glob("step-*.pt")))
@@ -102,7 +102,7 @@ def test_steps_read_once_per_window_log_and_skip_what_steps_read_one_by_one_do(
 
 def test_too_many_in_a_row_read_late_name_the_step_and_when_it_was_read(tmp_path, monkeypatch):
     monkeypatch.setattr(session_opening, "reads_each_step", lambda device: False)
-    monkeypatch.setattr(step, "projected_loss_sum", nan_at(set(range(3, 100)), [0]))
+    monkeypatch.setattr(batch_layout, "projected_loss_sum", nan_at(set(range(3, 100)), [0]))
     config = tiny_config(tmp_path / "run", max_steps=20, max_nonfinite=3, log_every=8)
     with pytest.raises(TrainingError, match=r"^training stopped at step 5 \(read at step 8\): 3 "):
         train(config, progress_bar=False)
@@ -153,7 +153,7 @@ def test_a_skipped_step_leaves_weights_moments_and_step_count_as_they_were(tmp_p
     optimizer_step(session, parallel, [data.batch(data.batches[0])])
     weights = copy.deepcopy(session.model.state_dict())
     moments = copy.deepcopy(session.optimizer.state_dict()["state"])
-    monkeypatch.setattr(step, "projected_loss_sum", nan_at({1}, [0]))
+    monkeypatch.setattr(batch_layout, "projected_loss_sum", nan_at({1}, [0]))
     assert optimizer_step(session, parallel, [data.batch(data.batches[1])]).loss is None
     after = session.optimizer.state_dict()["state"]
     assert all(torch.equal(v, weights[k]) for k, v in session.model.state_dict().items())
