@@ -267,6 +267,18 @@ def test_a_shape_given_in_part_still_walks_the_timed_ladder():
                        per_epoch=lambda max_tokens: 100)  # fmt: skip
     assert fake.timed == ["m", "s"]  # each rung with the given d_ff: s is cheaper, and chosen
     assert settings.get("model", "n_encoder_layers") == 3 and settings.get("model", "d_ff") == 256
+    (line,) = [line for line in settings.lines if line.startswith("model s")]
+    assert line.startswith(
+        "model s with the given d_ff (d_model 128, 4 heads, 3+3 layers, d_ff 256):"
+    )
+
+
+def test_a_shape_given_in_full_is_named_as_given_not_after_a_rung():
+    xs = {"d_model": 128, "n_heads": 4, "n_encoder_layers": 2, "n_decoder_layers": 2, "d_ff": 512}
+    settings = planned(30_000, given={"model": xs}, minutes=60, clock=FakeClock(),
+                       per_epoch=lambda max_tokens: 100)  # fmt: skip
+    (line,) = [line for line in settings.lines if line.startswith("model ")]
+    assert line.startswith("model as given (d_model 128, 4 heads, 2+2 layers, d_ff 512):")
 
 
 def test_accumulation_processes_and_both_way_epochs_count_in_the_steps():

@@ -43,8 +43,11 @@ class Shape:
         return self.weights() + vocab_size * self.d_model
 
     def describe(self) -> str:
+        return f"{self.name} {self.dimensions()}"
+
+    def dimensions(self) -> str:
         return (
-            f"{self.name} (d_model {self.d_model}, {self.n_heads} heads, "
+            f"(d_model {self.d_model}, {self.n_heads} heads, "
             f"{self.n_encoder_layers}+{self.n_decoder_layers} layers, d_ff {self.d_ff})"
         )
 

@@ -81,7 +81,7 @@ def shape_and_length(s: Settings, f: Inputs) -> None:
             " minutes"
         )
     s.lines.append(
-        f"model {shape.describe()}: {shape.parameters(s.get('tokenizer', 'vocab_size')):,} "
+        f"model {_named(s, shape)}: {shape.parameters(s.get('tokenizer', 'vocab_size')):,} "
         f"parameters; {length}: {steps:,} steps of {max_tokens} batch tokens, {s.epochs:.1f} "
         f"epochs of {per_epoch} steps"
     )
@@ -89,6 +89,17 @@ def shape_and_length(s: Settings, f: Inputs) -> None:
         s.notes.append(f"train.bidirectional_epochs={epochs.both_ways}: those epochs count twice")
     if f.compiled and timed is not None:
         s.notes.append("train.compile: the steps were timed uncompiled; the run re-times itself")
+
+
+def _named(s: Settings, shape: Shape) -> str:
+    """`shape` described by where it came from: a rung, a rung with some keys the config gives,
+    or the config's own shape (all its keys given)."""
+    given = [key for key in SHAPE_KEYS if s.is_given("model", key)]
+    if len(given) == len(SHAPE_KEYS):
+        return f"as given {shape.dimensions()}"
+    if given:
+        return f"{shape.name} with the given {', '.join(given)} {shape.dimensions()}"
+    return shape.describe()
 
 
 def _top_rung(s: Settings, f: Inputs, max_tokens: int) -> int:
