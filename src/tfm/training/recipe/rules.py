@@ -43,8 +43,9 @@ def batch_tokens(epoch_tokens: int, *, gpu: bool, batches_a_step: int = 1) -> Ch
     `STEPS_PER_EPOCH` optimizer steps of `batches_a_step` batches (train.accumulate × processes),
     within the device's bounds ([1024, 4096] on a CPU, [2048, 16384] on a GPU). A small corpus
     learns more from more, smaller updates (Sennrich & Zhang, 2019): in 15 minutes on Tatoeba,
-    2,048-token batches lost 0.9 chrF on en-ja against the rule's 1,024, and 512-token ones did
-    no worse on en-fr, en-tr and en-ja (docs/experiments.md)."""
+    2,048-token batches lost 0.9 chrF on en-ja against the rule's 1,024; 512-token ones, over
+    three seeds, gained 0.5 on en-tr, were level on en-fr and lost 0.3 on en-ja
+    (docs/experiments.md)."""
     low, high = (2048, 16384) if gpu else (1024, 4096)
     wanted = max(epoch_tokens / STEPS_PER_EPOCH / batches_a_step, 1)
     size = int(min(max(2 ** math.floor(math.log2(wanted)), low), high))
