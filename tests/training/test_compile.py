@@ -34,10 +34,9 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-@pytest.mark.skipif(
-    not any(shutil.which(c) for c in data_parallel._CXX), reason="inductor needs a C++ compiler"
-)
-def test_compiled_training_steps_equal_eager_ones_and_save_the_plain_model(tmp_path, fresh_dynamo):
+def test_compiled_training_steps_equal_eager_ones_and_save_the_plain_model(
+    tmp_path, fresh_dynamo, compile_backend
+):
     # Dropout 0: compiled code draws its own random numbers, so masks would differ.
     eager_losses, eager_val_loss, eager_weights = run_tiny(tmp_path, "eager", compile=False)
     assert counters["stats"]["unique_graphs"] == 0

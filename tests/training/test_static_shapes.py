@@ -1,8 +1,6 @@
 """train.static_shapes: batches padded to a few fixed shapes train as the unpadded batches do (the
 same losses up to rounding), and torch.compile runs such steps on the CPU."""
 
-import shutil
-
 import pytest
 import torch
 from builders import WIDER, logged_losses, tiny_config
@@ -10,7 +8,7 @@ from torch._dynamo.utils import counters
 
 from tfm.data.batching import collate, pad_to_static_shape, static_shape, static_size
 from tfm.rundir.checkpoint import load_checkpoint
-from tfm.training import data_parallel, train
+from tfm.training import train
 from tfm.training.session_opening import open_session
 from tfm.transformer import ModelArgs, build_model
 
@@ -76,21 +74,14 @@ def test_static_shapes_train_as_dynamic_shapes_do(tmp_path):
     assert n_batches == 42 and len(shapes) <= 8  # a few shapes for many batches
 
 
-@pytest.mark.skipif(
-    not any(shutil.which(c) for c in data_parallel._CXX), reason="inductor needs a C++ compiler"
-)
-def test_compiled_static_shape_steps_equal_eager_ones_on_the_cpu(tmp_path):
-    torch._dynamo.reset()
+def test_compiled_static_shape_steps_equal_eager_ones_on_the_cpu(tmp_path, compile_backend):
     counters.clear()
-    try:
-        eager_losses, eager_val, _ = run_tiny(
-            tmp_path, "eager", static_shapes=True, max_steps=1, validate_every=1
-        )
-        losses, val, _ = run_tiny(
-            tmp_path, "compiled", static_shapes=True, compile=True, max_steps=1, validate_every=1
-        )
-        assert counters["stats"]["unique_graphs"] >= 1  # it did go through torch.compile
-    finally:
-        torch._dynamo.reset()
+    eager_losses, eager_val, _ = run_tiny(
+        tmp_path, "eager", static_shapes=True, max_steps=1, validate_every=1
+    )
+    losses, val, _ = run_tiny(
+        tmp_path, "compiled", static_shapes=True, compile=True, max_steps=1, validate_every=1
+    )
+    assert counters["stats"]["unique_graphs"] >= 1  # it did go through torch.compile
     assert losses == pytest.approx(eager_losses, rel=1e-5)
     assert val == pytest.approx(eager_val, rel=1e-4)
