@@ -35,7 +35,7 @@ def fresh_dynamo():
 
 
 def test_compiled_training_steps_equal_eager_ones_and_save_the_plain_model(
-    tmp_path, fresh_dynamo, compile_backend
+    tmp_path, compile_backend
 ):
     # Dropout 0: compiled code draws its own random numbers, so masks would differ.
     eager_losses, eager_val_loss, eager_weights = run_tiny(tmp_path, "eager", compile=False)

@@ -75,7 +75,6 @@ def test_static_shapes_train_as_dynamic_shapes_do(tmp_path):
 
 
 def test_compiled_static_shape_steps_equal_eager_ones_on_the_cpu(tmp_path, compile_backend):
-    counters.clear()
     eager_losses, eager_val, _ = run_tiny(
         tmp_path, "eager", static_shapes=True, max_steps=1, validate_every=1
     )
