@@ -83,8 +83,9 @@ def test_batch_gives_an_epoch_200_steps_on_a_cpu_and_100_on_a_gpu_within_the_bou
 
 
 def test_the_ladder_grows_with_the_target_tokens():
-    assert [LADDER[largest_for(n)].name for n in (10_000, 100_000, 380_000, 10**8)] == [
-        "xs", "s", "m", "base",
+    # No rung between xs and m: 200,000 target tokens stay at xs.
+    assert [LADDER[largest_for(n)].name for n in (10_000, 200_000, 380_000, 10**8)] == [
+        "xs", "xs", "m", "base",
     ]  # fmt: skip
     assert all(a.weights() < b.weights() for a, b in zip(LADDER, LADDER[1:], strict=False))
 
@@ -166,9 +167,9 @@ class FakeClock:
 def test_a_time_budget_takes_the_largest_shape_that_trains_enough_epochs():
     fake = FakeClock()
     settings = planned(30_000, minutes=15, clock=fake, per_epoch=lambda max_tokens: 100)
-    # m (0.5M tokens of data allow it) gives 2.75 s a step: 248 steps, 2.5 epochs < 12; s
-    # gives 0.69 s: 1,101 steps, 11 epochs; xs 0.46 s: 1,653 steps, 16.5 epochs.
-    assert fake.timed == ["m", "s", "xs"]
+    # m (0.5M tokens of data allow it) gives 2.75 s a step: 248 steps, 2.5 epochs < 12; xs
+    # 0.46 s: 1,653 steps, 16.5 epochs.
+    assert fake.timed == ["m", "xs"]
     assert settings.get("model", "n_encoder_layers") == 2  # xs
     seconds = LADDER[0].weights() / 2e6
     assert settings.steps == int(0.92 * (15 * 60 - 80) / seconds)
@@ -186,26 +187,26 @@ def test_a_validation_is_timed_with_the_decoding_it_will_use(strategy, beams):
 
 
 @pytest.mark.parametrize(
-    ("minutes", "max_tokens", "chosen"), [(30, 2048, "xs"), (60, 2048, "s"), (30, 4096, "s")]
+    ("minutes", "max_tokens", "chosen"), [(120, 2048, "xs"), (180, 2048, "m"), (120, 4096, "m")]
 )
 def test_a_deeper_shape_needs_two_million_batch_tokens_a_layer(minutes, max_tokens, chosen):
-    """Under 30 minutes s trains 2,293 steps, its 12 epochs but under the 3,000 steps of 2,048
-    tokens its three layers need, so xs is chosen; under 60 it trains 4,693 and is (m: 1,177
-    steps, 11.8 epochs). Batches of 4,096 tokens need only 1,500 steps for s's layers."""
+    """Under 120 minutes m trains 2,379 steps, its 12 epochs but under the 3,000 steps of 2,048
+    tokens its three layers need, so xs is chosen; under 180 it trains 3,583 and is. Batches of
+    4,096 tokens need only 1,500 steps for m's layers."""
     fake = FakeClock()
     given = {"train": {"max_tokens": max_tokens}}
     settings = planned(30_000, given=given, minutes=minutes, clock=fake,
                        per_epoch=lambda max_tokens: 100)  # fmt: skip
-    assert fake.timed[:2] == ["m", "s"]
-    s_steps = int(0.92 * (minutes * 60 - 80) / (LADDER[1].weights() / 2e6))
-    left_out = [line for line in settings.lines if line.startswith("model s left out")]
+    assert fake.timed[0] == "m"
+    m_steps = int(0.92 * (minutes * 60 - 80) / (LADDER[1].weights() / 2e6))
+    left_out = [line for line in settings.lines if line.startswith("model m left out")]
     assert (chosen == "xs") == bool(left_out)
     if left_out:
-        assert left_out[0] == (f"model s left out: {s_steps:,} steps at 0.69 s, fewer than its "
+        assert left_out[0] == (f"model m left out: {m_steps:,} steps at 2.75 s, fewer than its "
                                "3,000 (12 epochs; 1,000 steps of 2048 tokens a layer)")  # fmt: skip
     else:
-        assert settings.steps == s_steps
-    assert settings.get("model", "n_encoder_layers") == {"xs": 2, "s": 3}[chosen]
+        assert settings.steps == m_steps
+    assert settings.get("model", "d_model") == {"xs": 128, "m": 256}[chosen]
 
 
 def test_a_budget_too_short_for_the_smallest_shape_says_so():
@@ -267,13 +268,15 @@ def test_a_shape_that_does_not_fit_in_memory_is_never_chosen():
 def test_a_shape_given_in_part_still_walks_the_timed_ladder():
     fake = FakeClock()
     given = {"model": {"d_ff": 256}, "train": {"max_tokens": 4096}}
-    settings = planned(30_000, given=given, minutes=15, clock=fake,
+    settings = planned(30_000, given=given, minutes=60, clock=fake,
                        per_epoch=lambda max_tokens: 100)  # fmt: skip
-    assert fake.timed == ["m", "s"]  # each rung with the given d_ff: s is cheaper, and chosen
-    assert settings.get("model", "n_encoder_layers") == 3 and settings.get("model", "d_ff") == 256
-    (line,) = [line for line in settings.lines if line.startswith("model s")]
+    # m with its own d_ff of 1,024 (2.75 s a step) would train 1,176 steps in an hour, under the
+    # 1,500 its layers need; with the given 256 (1.57 s) it trains 2,058, and is chosen.
+    assert fake.timed == ["m"]
+    assert settings.get("model", "d_model") == 256 and settings.get("model", "d_ff") == 256
+    (line,) = [line for line in settings.lines if line.startswith("model m")]
     assert line.startswith(
-        "model s with the given d_ff (d_model 128, 4 heads, 3+3 layers, d_ff 256):"
+        "model m with the given d_ff (d_model 256, 8 heads, 3+3 layers, d_ff 256):"
     )
 
 
