@@ -71,11 +71,11 @@ def test_vocabulary_is_a_quarter_of_the_word_types_within_bounds():
 
 
 def test_batch_gives_an_epoch_200_steps_on_a_cpu_and_100_on_a_gpu_within_the_bounds():
-    assert batch_tokens(tokens(10_000), gpu=False) == 1024  # 140,000 / 200 = 700: the floor
+    assert batch_tokens(tokens(10_000), gpu=False) == 512  # 140,000 / 200 = 700
     assert batch_tokens(tokens(20_000), gpu=False) == 1024  # 1,400: 2,048 would give 137 steps
     assert batch_tokens(tokens(30_000), gpu=False) == 2048  # 2,100
     assert batch_tokens(tokens(60_000), gpu=False) == 4096  # 4,200
-    assert batch_tokens(tokens(1_000), gpu=False) == 1024
+    assert batch_tokens(tokens(1_000), gpu=False) == 512  # 70: the floor
     assert batch_tokens(tokens(10**6), gpu=False) == 4096
     assert batch_tokens(tokens(30_000), gpu=True) == 4096  # 420,000 / 100 = 4,200
     assert batch_tokens(tokens(10_000), gpu=True) == 2048  # the floor

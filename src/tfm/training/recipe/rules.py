@@ -47,12 +47,12 @@ def vocab_size(figures: TextFigures) -> Choice:
 def batch_tokens(epoch_tokens: int, *, gpu: bool, batches_a_step: int = 1) -> Choice:
     """The largest power of two that gives an epoch of `epoch_tokens` batch tokens at least
     `CPU_STEPS_PER_EPOCH` (on a GPU `GPU_STEPS_PER_EPOCH`) optimizer steps of `batches_a_step`
-    batches (train.accumulate × processes), within the device's bounds ([1024, 4096] on a CPU,
+    batches (train.accumulate × processes), within the device's bounds ([512, 4096] on a CPU,
     [2048, 16384] on a GPU). A small corpus learns more from more, smaller updates (Sennrich &
-    Zhang, 2019): in 15 minutes on Tatoeba, 2,048-token batches lost 0.9 chrF on en-ja against
-    the rule's 1,024; 512-token ones, over three seeds, gained 0.5 on en-tr, were level on en-fr
-    and lost 0.3 on en-ja (docs/experiments.md)."""
-    low, high = (2048, 16384) if gpu else (1024, 4096)
+    Zhang, 2019): in 15 minutes on five Tatoeba pairs (two or three seeds each), 512-token
+    batches against 1,024 gained 1.1 chrF on en-it and 0.5 on en-tr, were level on en-fr and
+    lost 0.3 on en-uk and en-ja (docs/experiments.md)."""
+    low, high = (2048, 16384) if gpu else (512, 4096)
     steps = GPU_STEPS_PER_EPOCH if gpu else CPU_STEPS_PER_EPOCH
     wanted = max(epoch_tokens / steps / batches_a_step, 1)
     size = int(min(max(2 ** math.floor(math.log2(wanted)), low), high))
