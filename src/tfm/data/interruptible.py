@@ -10,11 +10,17 @@ waiting, but it cannot stop the thread, which slows its exit by seconds.)
 The worker ignores SIGINT and SIGTERM (the parent decides), dies with its parent, and sends back
 its result or exception and the log records it made, which the parent logs as its own. Where
 `fork` is not available, `work()` runs in this process.
+
+The worker is forked with the garbage collector's objects frozen: a forked copy of this process has
+none of its threads, so a native object that owns a thread pool (a CTranslate2 translator, say)
+hangs forever if the worker's collector finalizes it. Garbage is collected here before the fork,
+and the worker's collector never looks at what it inherited.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import multiprocessing
 import os
@@ -38,7 +44,12 @@ def interruptibly(work: Callable[[], T]) -> T:
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
     worker = context.Process(target=_work, args=(work, sender), daemon=True)
-    worker.start()
+    gc.collect()
+    gc.freeze()  # see the module docstring
+    try:
+        worker.start()
+    finally:
+        gc.unfreeze()
     sender.close()
     try:
         while not receiver.poll(POLL_S):
