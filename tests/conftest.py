@@ -1,8 +1,8 @@
 """Fixtures shared across test folders: the runs trained once for the session, and test settings.
 
 Tiny configs come from `builders` (`tiny_config`, `tiny_config_file`, `tiny_settings`); runs that
-many tests read are trained once (`shared_runs`): `trained_run`, `both_ways_run`, and
-`copy_of_trained_run` for a test that resumes or damages one.
+many tests read are trained once (`shared_runs`): `trained_run`, `both_ways_run`, the export
+tests' `toy_run`, and `copy_of_trained_run` for a test that resumes or damages one.
 """
 
 import contextlib
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from shared_runs import DONE, build_both_ways, build_trained, built_once, copy_run, session_folder
+from shared_runs import DONE, SHARED_RUNS, copy_run, shared_run
 from tiny_models import single_thread, train_copy_model
 
 from tfm.transformer import Transformer
@@ -24,14 +24,8 @@ os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 
 
-def shared_run(tmp_path_factory, name: str, build) -> Path:
-    folder = session_folder(tmp_path_factory.getbasetemp()) / name
-    built_once(folder, build)
-    return folder / "run"
-
-
 @pytest.fixture(scope="session", autouse=True)
-def shared_runs_first(request, scratch_cwd):
+def shared_runs_first(request, scratch_cwd, tmp_path_factory):
     """Under pytest-xdist, each worker first builds its share of the shared runs the collected
     tests need (worker i the i-th, wrapping round), so that they are built side by side and no
     worker sits idle waiting for another's build; a worker with no share builds nothing. Every
@@ -40,10 +34,10 @@ def shared_runs_first(request, scratch_cwd):
     count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if not worker or not count:
         return
-    needed = [name for name in ("trained_run", "both_ways_run")
+    needed = [name for name in SHARED_RUNS
               if any(name in item.fixturenames for item in request.session.items)]  # fmt: skip
     for name in needed[int(worker.removeprefix("gw")) :: int(count)]:
-        request.getfixturevalue(name)
+        shared_run(tmp_path_factory, *SHARED_RUNS[name])
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -61,7 +55,7 @@ def trained_run(tmp_path_factory) -> Path:
     translates the toy grammar (validation BLEU about 25); validated at steps 100 and 200, with
     checkpoints at 100, 150 and 200. Read it, never change it: copy it (`copy_of_trained_run`) to
     resume or damage it. Its folder also holds the config it was trained from (run.yaml)."""
-    return shared_run(tmp_path_factory, "trained", build_trained)
+    return shared_run(tmp_path_factory, *SHARED_RUNS["trained_run"])
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +75,7 @@ def copy_of_trained_run(trained_run, tmp_path) -> Path:
 def both_ways_run(tmp_path_factory) -> Path:
     """The trained run's recipe trained both ways in every epoch for 300 steps: a model of de→en
     as well as en→de (BLEU near 20 and 35), whose config says so. Read it, never change it."""
-    return shared_run(tmp_path_factory, "both-ways", build_both_ways)
+    return shared_run(tmp_path_factory, *SHARED_RUNS["both_ways_run"])
 
 
 @pytest.fixture

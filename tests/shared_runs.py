@@ -21,6 +21,8 @@ from builders import BOTH_WAYS, TRAINED, tiny_config_file
 from typer.testing import CliRunner
 
 from tfm.cli import app
+from tfm.config import load_config
+from tfm.training import train
 
 DONE = "built.json"  # written last: a folder without it is a build that did not finish
 
@@ -29,6 +31,13 @@ def session_folder(base: Path) -> Path:
     """Where this session keeps its shared runs: `base` (the session's temporary folder), or its
     parent, which all of pytest-xdist's workers share."""
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def shared_run(tmp_path_factory, name: str, build: Callable[[Path], dict]) -> Path:
+    """The run that `build` trains in the session's shared folder `name` (built once)."""
+    folder = session_folder(tmp_path_factory.getbasetemp()) / name
+    built_once(folder, build)
+    return folder / "run"
 
 
 def built_once(folder: Path, build: Callable[[Path], dict]) -> dict:
@@ -63,6 +72,44 @@ def build_trained(folder: Path) -> dict:
 
 def build_both_ways(folder: Path) -> dict:
     return train_with_tfm(folder, TRAINED, BOTH_WAYS)
+
+
+def build_export_toy(folder: Path) -> dict:
+    """The export tests' run: d_model 64, 1 + 1 layers, 400 steps on 4,000 toy pairs (validation
+    BLEU about 20), the toy test split of 200 held-out sentences; its greedy translations are
+    real sentences, with near-ties between tokens as rare as in use. About ten seconds."""
+    sets = [
+        f"run_dir={folder / 'run'}",
+        "data.toy.n_train=4000",
+        "data.toy.n_validation=20",
+        "data.toy.n_test=200",
+        "tokenizer.vocab_size=200",
+        "model.d_model=64",
+        "model.n_heads=4",
+        "model.n_encoder_layers=1",
+        "model.n_decoder_layers=1",
+        "model.d_ff=128",
+        "model.dropout=0.0",
+        "train.max_steps=400",
+        "train.validate_every=400",
+        "train.max_tokens=1500",
+        "train.lr=5e-3",
+        "train.warmup_steps=30",
+        "train.log_every=100",
+        "decoding.max_len_b=10",
+        "decoding.strategy=greedy",  # what the tests compare is greedy unless they ask
+    ]
+    train(load_config(None, sets), progress_bar=False)
+    return {}
+
+
+# fixture name -> (its folder in the session's shared folder, what builds it); conftest builds the
+# ones the collected tests need first, side by side on pytest-xdist's workers.
+SHARED_RUNS: dict[str, tuple[str, Callable[[Path], dict]]] = {
+    "trained_run": ("trained", build_trained),
+    "both_ways_run": ("both-ways", build_both_ways),
+    "toy_run": ("export-toy", build_export_toy),
+}
 
 
 def copy_run(run: Path, to: Path) -> Path:

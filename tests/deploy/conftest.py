@@ -1,48 +1,23 @@
-"""One toy run trained for the export tests: trained once per test session (about half a
-minute on one CPU thread) to where its greedy translations are real sentences, with near-ties
-between tokens as rare as in use."""
+"""The export tests' fixtures: the run they export (`shared_runs.build_export_toy`, trained once
+per test session), its export and its held-out sentences."""
+
+from pathlib import Path
 
 import pytest
 import torch
+from shared_runs import SHARED_RUNS, shared_run
 
-from tfm.config import load_config
 from tfm.data.pipeline import load_texts
 from tfm.data.tokenizer import EOS_ID
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import find_run
-from tfm.training import train
-
-N_HELD_OUT = 200
 
 
 @pytest.fixture(scope="session")
-def toy_run(tmp_path_factory):
-    """A run directory: d_model 64, 1 + 1 layers, 400 steps on 4,000 toy pairs (validation
-    BLEU about 20), the toy test split of 200 held-out sentences."""
-    run = tmp_path_factory.mktemp("export") / "run"
-    sets = [
-        f"run_dir={run}",
-        "data.toy.n_train=4000",
-        "data.toy.n_validation=20",
-        f"data.toy.n_test={N_HELD_OUT}",
-        "tokenizer.vocab_size=200",
-        "model.d_model=64",
-        "model.n_heads=4",
-        "model.n_encoder_layers=1",
-        "model.n_decoder_layers=1",
-        "model.d_ff=128",
-        "model.dropout=0.0",
-        "train.max_steps=400",
-        "train.validate_every=400",
-        "train.max_tokens=1500",
-        "train.lr=5e-3",
-        "train.warmup_steps=30",
-        "train.log_every=100",
-        "decoding.max_len_b=10",
-        "decoding.strategy=greedy",  # what the tests compare is greedy unless they ask
-    ]
-    train(load_config(None, sets), progress_bar=False)
-    return run
+def toy_run(tmp_path_factory) -> Path:
+    """A run trained on the toy corpus to where its greedy translations are real sentences
+    (`shared_runs.build_export_toy`), shared by pytest-xdist's workers: read it, never change it."""
+    return shared_run(tmp_path_factory, *SHARED_RUNS["toy_run"])
 
 
 @pytest.fixture(scope="session")
