@@ -37,7 +37,7 @@ def shared_runs_first(request, scratch_cwd, tmp_path_factory):
     needed = [name for name in SHARED_RUNS
               if any(name in item.fixturenames for item in request.session.items)]  # fmt: skip
     for name in needed[int(worker.removeprefix("gw")) :: int(count)]:
-        shared_run(tmp_path_factory, *SHARED_RUNS[name])
+        shared_run(tmp_path_factory, name)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,7 +55,7 @@ def trained_run(tmp_path_factory) -> Path:
     translates the toy grammar (validation BLEU about 25); validated at steps 100 and 200, with
     checkpoints at 100, 150 and 200. Read it, never change it: copy it (`copy_of_trained_run`) to
     resume or damage it. Its folder also holds the config it was trained from (run.yaml)."""
-    return shared_run(tmp_path_factory, *SHARED_RUNS["trained_run"])
+    return shared_run(tmp_path_factory, "trained_run")
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +75,7 @@ def copy_of_trained_run(trained_run, tmp_path) -> Path:
 def both_ways_run(tmp_path_factory) -> Path:
     """The trained run's recipe trained both ways in every epoch for 300 steps: a model of de→en
     as well as en→de (BLEU near 20 and 35), whose config says so. Read it, never change it."""
-    return shared_run(tmp_path_factory, *SHARED_RUNS["both_ways_run"])
+    return shared_run(tmp_path_factory, "both_ways_run")
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Runs trained once for the whole test session and read by many tests (fixtures in conftest.py).
+"""Runs trained once for the whole test session and read by many tests (`SHARED_RUNS`: fixtures in
+tests/conftest.py and tests/deploy/conftest.py).
 
 A shared run is built by the first process that asks for it, under a file lock, in a folder that
 every pytest-xdist worker of the session sees (the parent of the workers' temporary folders); the
@@ -33,8 +34,9 @@ def session_folder(base: Path) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def shared_run(tmp_path_factory, name: str, build: Callable[[Path], dict]) -> Path:
-    """The run that `build` trains in the session's shared folder `name` (built once)."""
+def shared_run(tmp_path_factory, fixture: str) -> Path:
+    """The run of `SHARED_RUNS[fixture]`, built once in the session's shared folder."""
+    name, build = SHARED_RUNS[fixture]
     folder = session_folder(tmp_path_factory.getbasetemp()) / name
     built_once(folder, build)
     return folder / "run"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from shared_runs import SHARED_RUNS, shared_run
+from shared_runs import shared_run
 
 from tfm.data.pipeline import load_texts
 from tfm.data.tokenizer import EOS_ID
@@ -17,7 +17,7 @@ from tfm.rundir.paths import find_run
 def toy_run(tmp_path_factory) -> Path:
     """A run trained on the toy corpus to where its greedy translations are real sentences
     (`shared_runs.build_export_toy`), shared by pytest-xdist's workers: read it, never change it."""
-    return shared_run(tmp_path_factory, *SHARED_RUNS["toy_run"])
+    return shared_run(tmp_path_factory, "toy_run")
 
 
 @pytest.fixture(scope="session")
