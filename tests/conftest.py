@@ -8,14 +8,23 @@ tests' `toy_run`, and `copy_of_trained_run` for a test that resumes or damages o
 import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 
-import pytest
-import torch
-from shared_runs import DONE, SHARED_RUNS, copy_run, shared_run
-from tiny_models import single_thread, train_copy_model
+# Bytecode is kept (in the checkout's ignored __pycache__ folders) even where
+# PYTHONDONTWRITEBYTECODE is set: without it every pytest-xdist worker rewrites the asserts of every
+# test module and compiles tfm again when it collects (about 3 s more of each worker's start), and
+# every process the tests start compiles tfm again. Set before tfm and the helpers below are
+# imported, so that they are kept too.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-from tfm.transformer import Transformer
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from shared_runs import DONE, SHARED_RUNS, copy_run, shared_run  # noqa: E402
+from tiny_models import single_thread, train_copy_model  # noqa: E402
+
+from tfm.transformer import Transformer  # noqa: E402
 
 # One thread in every test process and in the processes tests start: the models are tiny, and when
 # processes share the cores (pytest-xdist's workers, torchrun's, anyone else's) threads that wait
