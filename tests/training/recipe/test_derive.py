@@ -70,13 +70,12 @@ def test_vocabulary_is_a_quarter_of_the_word_types_within_bounds():
     assert vocab_size(texts(10_000, 8_000, chars=2_600)) == 5200  # twice the characters
 
 
-def test_batch_gives_an_epoch_400_steps_on_a_cpu_and_100_on_a_gpu_within_the_bounds():
-    assert batch_tokens(tokens(10_000), gpu=False) == 512  # 140,000 / 400 = 350: the floor
-    assert batch_tokens(tokens(20_000), gpu=False) == 512  # 700: 1,024 would give 273 steps
-    assert batch_tokens(tokens(30_000), gpu=False) == 1024  # 1,050
-    assert batch_tokens(tokens(60_000), gpu=False) == 2048  # 2,100
-    assert batch_tokens(tokens(120_000), gpu=False) == 4096  # 4,200
-    assert batch_tokens(tokens(1_000), gpu=False) == 512  # 18: the floor
+def test_batch_gives_an_epoch_200_steps_on_a_cpu_and_100_on_a_gpu_within_the_bounds():
+    assert batch_tokens(tokens(10_000), gpu=False) == 512  # 140,000 / 200 = 700
+    assert batch_tokens(tokens(20_000), gpu=False) == 1024  # 1,400: 2,048 would give 137 steps
+    assert batch_tokens(tokens(30_000), gpu=False) == 2048  # 2,100
+    assert batch_tokens(tokens(60_000), gpu=False) == 4096  # 4,200
+    assert batch_tokens(tokens(1_000), gpu=False) == 512  # 70: the floor
     assert batch_tokens(tokens(10**6), gpu=False) == 4096
     assert batch_tokens(tokens(30_000), gpu=True) == 4096  # 420,000 / 100 = 4,200
     assert batch_tokens(tokens(10_000), gpu=True) == 2048  # the floor
@@ -303,9 +302,9 @@ def test_accumulation_processes_and_both_way_epochs_count_in_the_steps():
                    per_epoch=lambda max_tokens: 100)  # fmt: skip
     assert both.steps == (40 + 10) * 100 and both.epochs == 40
     assert "train.bidirectional_epochs=10: those epochs count twice" in both.notes
-    # the batch rule asks for 400 steps an epoch of 2 accumulated batches: half the batch
-    assert rules.batch_tokens(3_360_000, gpu=False, batches_a_step=2).value == 4096
-    assert rules.batch_tokens(3_360_000, gpu=False, batches_a_step=4).value == 2048
+    # the batch rule asks for 200 steps an epoch of 2 accumulated batches: half the batch
+    assert rules.batch_tokens(1_680_000, gpu=False, batches_a_step=2).value == 4096
+    assert rules.batch_tokens(1_680_000, gpu=False, batches_a_step=4).value == 2048
 
 
 def test_a_compiled_run_is_told_its_steps_were_timed_uncompiled():

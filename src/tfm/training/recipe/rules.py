@@ -16,11 +16,10 @@ from tfm.training.recipe.choices import Choice
 
 # Optimizer steps an epoch, at least, where the device's smallest batch allows. On a CPU a step's
 # time grows with its tokens, so halving the batch doubles the updates a budget buys: on Multi30k
-# in 15 minutes, 2,048-token batches (200 steps an epoch) beat 4,096 by 3.6 BLEU, and 1,024 (400
-# steps an epoch) beat 2,048 by 0.9 (en→de) and 1.4 (de→en), two seeds each, and by 1.2 in 30
-# minutes. A GPU's step of a small model is launch-bound (12-20 ms at 4,096 tokens), so halving it
-# halves the tokens a second: it keeps 100.
-CPU_STEPS_PER_EPOCH = 400
+# in 15 minutes, 2,048-token batches (200 steps an epoch) beat 4,096 by 3.6 BLEU. A GPU's step of
+# a small model is launch-bound (12-20 ms at 4,096 tokens), so halving it halves the tokens a
+# second: it keeps 100.
+CPU_STEPS_PER_EPOCH = 200
 GPU_STEPS_PER_EPOCH = 100
 VALIDATIONS = 8  # in a run, besides the one at its end
 VALIDATION_SHARE = 0.15  # of a time budget, at most, spent validating
