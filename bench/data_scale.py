@@ -43,10 +43,10 @@ FULL_SIZES = (30_000, 300_000, 1_000_000)
 QUICK_SIZES = (500, 1_500)
 
 
-def _lexicon(rng: np.random.Generator, letters: np.ndarray) -> np.ndarray:
-    """50,000 words of 2-11 random letters, all letters drawn in one call: the same words as
+def _lexicon(rng: np.random.Generator, letters: np.ndarray, words: int = 50_000) -> np.ndarray:
+    """`words` words of 2-11 random letters, all letters drawn in one call: the same words as
     drawing each word's letters in turn (`rng.choice(letters, k)`), several times faster."""
-    lengths = rng.integers(2, 12, 50_000)
+    lengths = rng.integers(2, 12, words)
     chars = letters[rng.integers(0, len(letters), int(lengths.sum()))]
     ends = np.cumsum(lengths)
     return np.array(["".join(chars[a:b]) for a, b in zip(ends - lengths, ends, strict=True)])

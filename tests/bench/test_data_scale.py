@@ -5,13 +5,32 @@ import importlib.util
 import math
 from pathlib import Path
 
+import numpy as np
+
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "data_scale.py"
 
 
-def test_quick_report_has_a_row_per_size_and_a_fit(tmp_path, capsys):
+def load_bench():
     spec = importlib.util.spec_from_file_location("bench_data_scale", SCRIPT)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_lexicon_drawn_at_once_is_the_one_drawn_word_by_word():
+    """The corpora stay the same words as when each word's letters were drawn in turn, so that
+    figures measured before and after compare."""
+    bench = load_bench()
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyzäöüß"))
+    at_once = np.random.default_rng(7)
+    by_word = np.random.default_rng(7)
+    expected = ["".join(by_word.choice(letters, k)) for k in by_word.integers(2, 12, 2_000)]
+    assert bench._lexicon(at_once, letters, 2_000).tolist() == expected
+    assert at_once.integers(0, 10**9) == by_word.integers(0, 10**9)  # and the draws go on alike
+
+
+def test_quick_report_has_a_row_per_size_and_a_fit(tmp_path, capsys):
+    bench = load_bench()
     result = bench.main(["--quick", "--work", str(tmp_path)])
     rows = result["rows"]
     assert [row["pairs"] for row in rows] == [500, 1_500]
