@@ -370,3 +370,47 @@ def test_epochs_past_what_the_corpus_is_worth_become_a_shorter_plan():
     settings = planned(30_000, minutes=60, clock=fast, per_epoch=lambda max_tokens: 100)
     assert settings.steps == 100 * 100 and settings.ceiling == 10_000
     assert settings.reasons["train.max_steps"].startswith("100 epochs, the most 30,000 pairs")
+
+
+class CpuClock:
+    """A CPU-like clock: a step's seconds grow with the batch (xs: 0.25 s at 2,048 tokens); a
+    validation takes 10 s."""
+
+    def step_seconds(self, shape, max_tokens):
+        return shape.weights() / 2e6 * max_tokens / 3_800
+
+    def validation_seconds(self, shape, beam_size):
+        return 10.0
+
+
+def test_a_cpu_budget_of_too_few_epochs_halves_the_batch_but_not_below_1024():
+    # 30,000 pairs: 420,000 batch tokens, 2,048-token batches at 200 steps an epoch (206 steps).
+    # In 15 minutes xs trains 14.8 epochs (its 12 are met); in 8, 7.4 epochs: the batch halves to
+    # 1,024 and xs, re-timed at half the seconds a step, trains twice the steps.
+    long, short = (planned(30_000, minutes=m, clock=CpuClock()) for m in (15, 8))
+    assert long.get("train", "max_tokens") == 2048 and long.epochs > 12
+    assert short.get("train", "max_tokens") == 1024
+    assert short.steps_an_epoch == math.ceil(420_000 / 1024)
+    assert short.steps == 2 * planned(30_000, minutes=8, clock=CpuClock(),
+                                      given={"train": {"max_tokens": 2048}}).steps  # fmt: skip
+    assert short.reasons["train.max_tokens"] == (
+        "largest power of two giving 400 steps an epoch of 420,000 batch tokens, not halved "
+        "below 1,024 (train.max_minutes=8 buys 7.4 epochs, fewer than the 12 that 30,000 pairs "
+        "need), in [512, 4,096] on a CPU"
+    )
+    assert short.lines[:2] == [
+        "model m left out: 253 steps at 1.48 s, fewer than its 3,000 (12 epochs; 1,000 steps of "
+        "2048 tokens a layer)",
+        "batch halved to 1,024 tokens: train.max_minutes=8 buys 7.4 epochs, fewer than the 12 "
+        "that 30,000 pairs need",
+    ]
+    # 10,000 pairs plan 512 (the CPU floor); halving it would pass 1,024: it stays
+    tatoeba = planned(10_000, minutes=1, clock=CpuClock())
+    assert tatoeba.get("train", "max_tokens") == 512 and tatoeba.epochs < min_epochs(10_000)
+    assert tatoeba.reasons["train.max_tokens"].startswith("largest power of two giving 200 steps")
+    # a GPU's, a given length's and a given batch's plans keep 200 steps an epoch
+    kept = [
+        planned(30_000, minutes=8, clock=CpuClock(), gpu=True),
+        planned(30_000, minutes=8, clock=CpuClock(), given={"train": {"max_epochs": 5}}),
+    ]
+    assert [k.get("train", "max_tokens") for k in kept] == [4096, 2048]

@@ -49,11 +49,6 @@ def derive_vocabulary(s: Settings, texts: TextFigures) -> None:
     s.choose("tokenizer.vocab_size", rules.vocab_size(texts))
 
 
-def _batch(s: Settings, f: Inputs) -> Choice:
-    per_step = (s.given_train("accumulate") or 1) * f.world_size
-    return rules.batch_tokens(f.tokens.batch_tokens, gpu=f.gpu, batches_a_step=per_step)
-
-
 def _schedule(s: Settings, f: Inputs) -> Choice:
     if s.is_given("train", "warmup_steps"):  # a hand recipe's warm-up belongs to §5.3's decay
         return Choice("inverse_sqrt", "train.warmup_steps given: §5.3's decay (leave both out "
@@ -92,13 +87,13 @@ _SHAPE = tuple(f"model.{k}" for k in SHAPE_KEYS)
 _LENGTH = ("train.max_steps", "train.max_epochs")
 VOCABULARY = ("tokenizer.vocab_size",)  # derived first, by `derive_vocabulary`
 RULES = (
-    one("train.max_tokens", (), _batch),
     one("decoding.strategy", (), lambda s, f: rules.strategy()),
     one("decoding.beam_size", (), lambda s, f: Choice(rules.BEAM, "beam 5 (§6.1; 10 gained "
                                                       "no more)")),
-    # The model and the length are one rule: the ladder is walked by timing each rung's steps
-    Rule((*_SHAPE, *_LENGTH), ("tokenizer.vocab_size", "train.max_tokens", "decoding.strategy",
-                              "decoding.beam_size"), shape_and_length),
+    # The batch, the model and the length are one rule: the ladder is walked by timing each
+    # rung's steps, and a budget of too few epochs on a CPU halves the batch
+    Rule(("train.max_tokens", *_SHAPE, *_LENGTH), ("tokenizer.vocab_size", "decoding.strategy",
+                                                   "decoding.beam_size"), shape_and_length),
     one("model.dropout", _LENGTH, lambda s, f: rules.dropout(f.tokens.pairs, s.epochs or 0.0)),
     one("train.label_smoothing", (), lambda s, f: Choice(0.1, "ε_ls 0.1 (§5.4)")),
     one("train.lr", ("model.d_model",), lambda s, f: rules.peak_rate(s.get("model", "d_model"))),

@@ -1,6 +1,8 @@
-"""The model's shape and the run's length: the ladder walked under a time budget, the epochs a
-corpus is worth, and the steps a budget gives.
+"""The batch, the model's shape and the run's length: the ladder walked under a time budget, the
+epochs a corpus is worth, and the steps a budget gives.
 
+- batch: `rules.batch_tokens`, from the tokens of an epoch; on a CPU, where a time budget buys
+  the chosen shape fewer than `min_epochs`, with twice the steps an epoch (the shape re-timed).
 - model: the largest rung of the ladder (`ladder.py`) that the corpus has enough target tokens
   for, whose training fits in the device's memory and, under a time budget, that trains at
   least `min_epochs` in it and at least `TOKENS_PER_LAYER` batch tokens per layer of its stacks
@@ -60,15 +62,18 @@ class Timed:
 
 
 def shape_and_length(s: Settings, f: Inputs) -> None:
-    """Derive the shape keys, `train.max_steps` and `train.max_epochs` (module docstring), and
-    record the planned steps and epochs in `s`."""
-    max_tokens = s.get("train", "max_tokens")
-    accumulate = s.given_train("accumulate") or 1
-    batches = f.batches_per_epoch(max_tokens)
-    per_epoch = max(steps_in_epoch(batches, accumulate=accumulate, world_size=f.world_size), 1)
-    epochs = Epochs(per_epoch, s.given_train("bidirectional_epochs") or 0)
-    top = _top_rung(s, f, max_tokens)
-    shape, why, timed = _walk(s, f, epochs, top)
+    """Derive `train.max_tokens`, the shape keys, `train.max_steps` and `train.max_epochs`
+    (module docstring), and record the planned steps and epochs in `s`."""
+    s.choose("train.max_tokens", _batch(s, f))
+    epochs = _epochs(s, f)
+    shape, why, timed = _walk(s, f, epochs, _top_rung(s, f, s.get("train", "max_tokens")))
+    few = _few_epochs(s, f, epochs, timed)
+    smaller = _batch(s, f, few) if few is not None else None
+    if smaller is not None and smaller.value != s.get("train", "max_tokens"):
+        s.lines.append(f"batch halved to {smaller.value:,} tokens: {few}")
+        s.choose("train.max_tokens", smaller)
+        epochs, timed = _epochs(s, f), _timed(s, f, shape)
+    max_tokens, per_epoch = s.get("train", "max_tokens"), epochs.per_epoch
     for key, value in shape.keys().items():
         s.choose(f"model.{key}", Choice(value, why[key]))
     steps, length = _length(s, f, epochs, timed)
@@ -89,6 +94,36 @@ def shape_and_length(s: Settings, f: Inputs) -> None:
         s.notes.append(f"train.bidirectional_epochs={epochs.both_ways}: those epochs count twice")
     if f.compiled and timed is not None:
         s.notes.append("train.compile: the steps were timed uncompiled; the run re-times itself")
+
+
+def _batch(s: Settings, f: Inputs, few_epochs: str | None = None) -> Choice:
+    per_step = (s.given_train("accumulate") or 1) * f.world_size
+    return rules.batch_tokens(
+        f.tokens.batch_tokens, gpu=f.gpu, batches_a_step=per_step, few_epochs=few_epochs
+    )
+
+
+def _epochs(s: Settings, f: Inputs) -> Epochs:
+    """The steps an epoch of the planned batch makes."""
+    batches = f.batches_per_epoch(s.get("train", "max_tokens"))
+    accumulate = s.given_train("accumulate") or 1
+    per_epoch = max(steps_in_epoch(batches, accumulate=accumulate, world_size=f.world_size), 1)
+    return Epochs(per_epoch, s.given_train("bidirectional_epochs") or 0)
+
+
+def _few_epochs(s: Settings, f: Inputs, epochs: Epochs, timed: Timed | None) -> str | None:
+    """Why a CPU's time budget buys the shape fewer epochs than its corpus needs
+    (`rules.min_epochs`), where the budget alone sets the length; else None."""
+    counted = s.given_train("max_steps") or s.given_train("max_epochs")
+    if f.gpu or timed is None or counted or s.is_given("train", "max_tokens"):
+        return None
+    bought, needed = epochs.of(timed.steps), rules.min_epochs(f.tokens.pairs)
+    if bought >= needed:
+        return None
+    return (
+        f"train.max_minutes={f.minutes:g} buys {bought:.1f} epochs, fewer than the {needed} "
+        f"that {f.tokens.pairs:,} pairs need"
+    )
 
 
 def _named(s: Settings, shape: Shape) -> str:

@@ -21,6 +21,15 @@ from tfm.training.recipe.choices import Choice
 # second: it keeps 100.
 CPU_STEPS_PER_EPOCH = 200
 GPU_STEPS_PER_EPOCH = 100
+# Where a CPU's budget buys even the smallest model fewer epochs than its corpus needs
+# (`min_epochs`), updates are what it lacks: the batch gives an epoch twice the steps, but never
+# halves below `FEW_EPOCHS_FLOOR` tokens. In 15 minutes (two seeds each): Multi30k (7-8 epochs)
+# with 1,024-token batches beat 2,048 by 1.4 BLEU de->en and 0.9 en->de, against spreads of 0.2;
+# the six Tatoeba pairs into English (69,414 pairs, 3 epochs) with 2,048 beat 4,096 by 4.9 and
+# 7.9 BLEU. At 30 minutes (17 epochs) Multi30k's gain fell inside the spread, and on single
+# Tatoeba pairs in 2.5 minutes (4-6 epochs) 256 against 512 was level or lost: a batch of 17
+# sentences is too noisy (docs/experiments.md).
+FEW_EPOCHS_FLOOR = 1024
 VALIDATIONS = 8  # in a run, besides the one at its end
 VALIDATION_SHARE = 0.15  # of a time budget, at most, spent validating
 AVERAGE = 5  # checkpoints averaged at the end
@@ -44,24 +53,39 @@ def vocab_size(figures: TextFigures) -> Choice:
     return Choice(*vocabulary_for(figures))
 
 
-def batch_tokens(epoch_tokens: int, *, gpu: bool, batches_a_step: int = 1) -> Choice:
+def batch_tokens(
+    epoch_tokens: int, *, gpu: bool, batches_a_step: int = 1, few_epochs: str | None = None
+) -> Choice:
     """The largest power of two that gives an epoch of `epoch_tokens` batch tokens at least
     `CPU_STEPS_PER_EPOCH` (on a GPU `GPU_STEPS_PER_EPOCH`) optimizer steps of `batches_a_step`
     batches (train.accumulate × processes), within the device's bounds ([512, 4096] on a CPU,
     [2048, 16384] on a GPU). A small corpus learns more from more, smaller updates (Sennrich &
     Zhang, 2019): in 15 minutes on five Tatoeba pairs (two or three seeds each), 512-token
     batches against 1,024 gained 1.1 chrF on en-it and 0.5 on en-tr, were level on en-fr and
-    lost 0.3 on en-uk and en-ja (docs/experiments.md)."""
+    lost 0.3 on en-uk and en-ja (docs/experiments.md). `few_epochs`, on a CPU: why the budget
+    buys too few epochs; the steps an epoch then double, the batch not halved below
+    `FEW_EPOCHS_FLOOR`."""
     low, high = (2048, 16384) if gpu else (512, 4096)
     steps = GPU_STEPS_PER_EPOCH if gpu else CPU_STEPS_PER_EPOCH
-    wanted = max(epoch_tokens / steps / batches_a_step, 1)
-    size = int(min(max(2 ** math.floor(math.log2(wanted)), low), high))
+    few = few_epochs is not None and not gpu
+    size = _power_of_two(epoch_tokens / steps / batches_a_step, low, high)
+    if few:
+        steps *= 2
+        halved = _power_of_two(epoch_tokens / steps / batches_a_step, low, high)
+        size = max(halved, min(size, FEW_EPOCHS_FLOOR))
     per_step = f" of {batches_a_step} batches" if batches_a_step > 1 else ""
+    floor = f", not halved below {FEW_EPOCHS_FLOOR:,} ({few_epochs})" if few else ""
     return Choice(
         size,
         f"largest power of two giving {steps} steps{per_step} an epoch of "
-        f"{epoch_tokens:,} batch tokens, in [{low:,}, {high:,}] on a {'GPU' if gpu else 'CPU'}",
+        f"{epoch_tokens:,} batch tokens{floor}, in [{low:,}, {high:,}] on a "
+        f"{'GPU' if gpu else 'CPU'}",
     )
+
+
+def _power_of_two(wanted: float, low: int, high: int) -> int:
+    """The largest power of two at most `wanted`, within [low, high]."""
+    return int(min(max(2 ** math.floor(math.log2(max(wanted, 1))), low), high))
 
 
 def min_epochs(pairs: int) -> int:
