@@ -404,11 +404,12 @@ def test_a_cpu_budget_of_too_few_epochs_halves_the_batch_but_not_below_1024():
         "batch halved to 1,024 tokens: train.max_minutes=8 buys 7.4 epochs, fewer than the 12 "
         "that 30,000 pairs need",
     ]
-    # 10,000 pairs plan 512 (the CPU floor); halving it would pass 1,024: it stays
-    tatoeba = planned(10_000, minutes=1, clock=CpuClock())
-    assert tatoeba.get("train", "max_tokens") == 512 and tatoeba.epochs < min_epochs(10_000)
-    assert tatoeba.reasons["train.max_tokens"].startswith("largest power of two giving 200 steps")
-    # a GPU's, a given length's and a given batch's plans keep 200 steps an epoch
+    # 10,000 and 20,000 pairs plan 512 (the CPU floor) and 1,024: halving would pass 1,024
+    for pairs, batch in ((10_000, 512), (20_000, 1024)):
+        kept = planned(pairs, minutes=1, clock=CpuClock())
+        assert kept.get("train", "max_tokens") == batch and kept.epochs < min_epochs(pairs)
+        assert kept.reasons["train.max_tokens"].startswith("largest power of two giving 200 steps")
+    # a GPU's plan and a given length's keep 200 steps an epoch (a GPU's 100)
     kept = [
         planned(30_000, minutes=8, clock=CpuClock(), gpu=True),
         planned(30_000, minutes=8, clock=CpuClock(), given={"train": {"max_epochs": 5}}),

@@ -62,19 +62,18 @@ def batch_tokens(
     [2048, 16384] on a GPU). A small corpus learns more from more, smaller updates (Sennrich &
     Zhang, 2019): in 15 minutes on five Tatoeba pairs (two or three seeds each), 512-token
     batches against 1,024 gained 1.1 chrF on en-it and 0.5 on en-tr, were level on en-fr and
-    lost 0.3 on en-uk and en-ja (docs/experiments.md). `few_epochs`, on a CPU: why the budget
-    buys too few epochs; the steps an epoch then double, the batch not halved below
-    `FEW_EPOCHS_FLOOR`."""
+    lost 0.3 on en-uk and en-ja (docs/experiments.md). `few_epochs`: why a CPU's budget buys
+    too few epochs (`length.py` says when); the steps an epoch then double, the batch not halved
+    below `FEW_EPOCHS_FLOOR`."""
     low, high = (2048, 16384) if gpu else (512, 4096)
     steps = GPU_STEPS_PER_EPOCH if gpu else CPU_STEPS_PER_EPOCH
-    few = few_epochs is not None and not gpu
     size = _power_of_two(epoch_tokens / steps / batches_a_step, low, high)
-    if few:
+    if few_epochs is not None:
         steps *= 2
         halved = _power_of_two(epoch_tokens / steps / batches_a_step, low, high)
         size = max(halved, min(size, FEW_EPOCHS_FLOOR))
     per_step = f" of {batches_a_step} batches" if batches_a_step > 1 else ""
-    floor = f", not halved below {FEW_EPOCHS_FLOOR:,} ({few_epochs})" if few else ""
+    floor = f", not halved below {FEW_EPOCHS_FLOOR:,} ({few_epochs})" if few_epochs else ""
     return Choice(
         size,
         f"largest power of two giving {steps} steps{per_step} an epoch of "
