@@ -391,8 +391,9 @@ def test_a_cpu_budget_of_too_few_epochs_halves_the_batch_but_not_below_1024():
     assert long.get("train", "max_tokens") == 2048 and long.epochs > 12
     assert short.get("train", "max_tokens") == 1024
     assert short.steps_an_epoch == math.ceil(420_000 / 1024)
-    assert short.steps == 2 * planned(30_000, minutes=8, clock=CpuClock(),
-                                      given={"train": {"max_tokens": 2048}}).steps  # fmt: skip
+    given = planned(30_000, minutes=8, clock=CpuClock(), given={"train": {"max_tokens": 2048}})
+    assert short.steps == 2 * given.steps
+    assert not any(line.startswith("batch halved") for line in given.lines)  # a given batch stays
     assert short.reasons["train.max_tokens"] == (
         "largest power of two giving 400 steps an epoch of 420,000 batch tokens, not halved "
         "below 1,024 (train.max_minutes=8 buys 7.4 epochs, fewer than the 12 that 30,000 pairs "
@@ -409,7 +410,7 @@ def test_a_cpu_budget_of_too_few_epochs_halves_the_batch_but_not_below_1024():
         kept = planned(pairs, minutes=1, clock=CpuClock())
         assert kept.get("train", "max_tokens") == batch and kept.epochs < min_epochs(pairs)
         assert kept.reasons["train.max_tokens"].startswith("largest power of two giving 200 steps")
-    # a GPU's plan and a given length's keep 200 steps an epoch (a GPU's 100)
+    # a GPU's plan keeps its 100 steps an epoch, and a plan of a given length its 200
     kept = [
         planned(30_000, minutes=8, clock=CpuClock(), gpu=True),
         planned(30_000, minutes=8, clock=CpuClock(), given={"train": {"max_epochs": 5}}),
