@@ -104,6 +104,21 @@ def test_rate_warmup_and_decay_follow_the_planned_steps():
         25, 250, 800, 4000,
     )  # fmt: skip
     assert t["validate_every"] == math.ceil(steps / 8)
+    # The reasons count the same validations: the last of the eight every validate_every steps
+    # is the one at the end (40 epochs of 200 steps divide by 8).
+    every = t["validate_every"]
+    assert t["patience"] == 4 and settings.reasons["train.patience"] == (
+        f"half of 8 validations every {every:,} of {steps:,} steps"
+    )
+    assert settings.reasons["train.validate_every"] == (
+        f"8 validations in {steps:,} steps, the last at the end"
+    )
+    # 658 steps at 3 affordable: every 220 steps, the third validation is the end's.
+    assert rules.validations(658, affordable=3).value == 220
+    few = rules.patience(658, 220)
+    assert few.value is None and few.rule == (
+        "2 validations every 220 of 658 steps: too few to stop early"
+    )
 
 
 def test_a_deeper_stack_warms_up_longer():

@@ -104,7 +104,7 @@ RULES = (
     one("train.validate_every", (*_LENGTH, *_SHAPE, "decoding.strategy", "decoding.beam_size"),
         _validate_every),
     one("train.patience", (*_LENGTH, "train.validate_every"),
-        lambda s, f: rules.patience((s.steps or 1) // s.get("train", "validate_every"))),
+        lambda s, f: rules.patience(s.steps or 1, s.get("train", "validate_every"))),
     one("train.early_stopping_metric", (), lambda s, f: rules.metric(bleu_ready=f.bleu_ready)),
     one("train.checkpoint_every", _LENGTH, lambda s, f: rules.checkpoint_every(s.steps or 1)),
     one("train.average_last", (*_LENGTH, "train.checkpoint_every", "train.validate_every"),

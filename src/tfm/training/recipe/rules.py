@@ -30,7 +30,7 @@ GPU_STEPS_PER_EPOCH = 100
 # Tatoeba pairs in 2.5 minutes (4-6 epochs) 256 against 512 was level or lost: a batch of 17
 # sentences is too noisy (docs/experiments.md).
 FEW_EPOCHS_FLOOR = 1024
-VALIDATIONS = 8  # in a run, besides the one at its end
+VALIDATIONS = 8  # in a run, the one at its end included
 VALIDATION_SHARE = 0.15  # of a time budget, at most, spent validating
 AVERAGE = 5  # checkpoints averaged at the end
 CHECKPOINT_SHARE = 0.03  # of the steps, between checkpoints: the last AVERAGE span 15%
@@ -151,15 +151,18 @@ def validations(steps: int, *, affordable: int | None) -> Choice:
     count = VALIDATIONS if affordable is None else max(min(VALIDATIONS, affordable), 2)
     every = max(math.ceil(steps / count), 1)
     limit = "" if count == VALIDATIONS else f" ({count}: validating takes over 15% of the budget)"
-    return Choice(every, f"{count} validations in {steps:,} steps{limit}")
+    return Choice(every, f"{count} validations in {steps:,} steps, the last at the end{limit}")
 
 
-def patience(planned_validations: int) -> Choice:
-    """Stop after half the planned validations without a better score (none under 6); under the
-    cosine decay the run then cools down before it stops (training/clock.py)."""
-    if planned_validations < 6:
-        return Choice(None, f"{planned_validations} validations planned: too few to stop early")
-    return Choice(planned_validations // 2, f"half of {planned_validations} planned validations")
+def patience(steps: int, every: int) -> Choice:
+    """Stop after half the validations every `every` of `steps` without a better score (none
+    under 6); under the cosine decay the run then cools down before it stops
+    (training/clock.py)."""
+    count = steps // every
+    planned = f"{count} validations every {every:,} of {steps:,} steps"
+    if count < 6:
+        return Choice(None, f"{planned}: too few to stop early")
+    return Choice(count // 2, f"half of {planned}")
 
 
 def checkpoint_every(steps: int) -> Choice:
