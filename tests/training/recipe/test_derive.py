@@ -105,7 +105,7 @@ def test_rate_warmup_and_decay_follow_the_planned_steps():
     )  # fmt: skip
     assert t["validate_every"] == math.ceil(steps / 8)
     # The reasons count the same validations: the last of the eight every validate_every steps
-    # is the one at the end (40 epochs of 200 steps divide by 8).
+    # is the one at the end (40 epochs make a multiple of 8 steps).
     every = t["validate_every"]
     assert t["patience"] == 4 and settings.reasons["train.patience"] == (
         f"half of 8 validations every {every:,} of {steps:,} steps"
