@@ -377,14 +377,20 @@ def test_a_million_pairs_for_twelve_hours_on_a_gpu_get_bounded_epochs_of_the_big
 
 
 def test_epochs_past_what_the_corpus_is_worth_become_a_shorter_plan():
-    assert (rules.most_epochs(30_000), rules.most_epochs(10_000), rules.most_epochs(300)) == (
-        100, 173, 200,
-    )  # fmt: skip
+    assert [rules.most_epochs(n) for n in (30_000, 10_000, 2_000, 1_000, 300)] == [
+        100, 173, 387, 400, 400,
+    ]  # fmt: skip
     fast = FakeClock()
     fast.step_seconds = lambda shape, max_tokens: 0.01  # type: ignore[method-assign]
     settings = planned(30_000, minutes=60, clock=fast, per_epoch=lambda max_tokens: 100)
     assert settings.steps == 100 * 100 and settings.ceiling == 10_000
     assert settings.reasons["train.max_steps"].startswith("100 epochs, the most 30,000 pairs")
+    small = planned(1_000, minutes=60, clock=fast, per_epoch=lambda max_tokens: 40)
+    assert small.steps == small.ceiling == 400 * 40  # 1/√pairs would give 548
+    assert small.reasons["train.max_steps"].startswith(
+        "400 epochs, the most 1,000 pairs are worth (100 at 30,000 scaled with 1/√pairs, in "
+        "[10, 400]); the budget gives 323,840 steps, 8,096 epochs"
+    )
 
 
 class CpuClock:

@@ -250,7 +250,8 @@ def _timed_length(s: Settings, f: Inputs, epochs: Epochs, timed: Timed) -> tuple
         return timed.steps, at
     why = (
         f"{most} epochs, the most {pairs:,} pairs are worth ({rules.MOST_EPOCHS_AT_30K} at "
-        f"30,000); the budget gives {timed.steps:,} steps, {epochs.of(timed.steps):.0f} epochs"
+        f"30,000 scaled with 1/√pairs, in [10, {rules.MOST_EPOCHS}]); the budget gives "
+        f"{timed.steps:,} steps, {epochs.of(timed.steps):,.0f} epochs"
     )
     s.choose("train.max_steps", Choice(ceiling, why))
     minutes = (ceiling * timed.seconds + timed.validating) / 60 / TIME_MARGIN
