@@ -366,7 +366,7 @@ def test_a_million_pairs_for_twelve_hours_on_a_gpu_get_bounded_epochs_of_the_big
                        per_epoch=lambda max_tokens: 25_000_000 // max_tokens)  # fmt: skip
     assert settings.get("model", "d_model") == 1024  # big: 25M target tokens support it
     assert settings.get("train", "max_tokens") == 16384
-    assert settings.epochs == rules.most_epochs(1_000_000) == 17
+    assert settings.epochs == rules.most_epochs(1_000_000).value == 17
     assert settings.get("model", "dropout") == 0.1
     assert any(n.startswith("the budget is more than this corpus can use: 17 epochs")
                for n in settings.notes)  # fmt: skip
@@ -377,7 +377,7 @@ def test_a_million_pairs_for_twelve_hours_on_a_gpu_get_bounded_epochs_of_the_big
 
 
 def test_epochs_past_what_the_corpus_is_worth_become_a_shorter_plan():
-    assert [rules.most_epochs(n) for n in (30_000, 10_000, 2_000, 1_000, 300)] == [
+    assert [rules.most_epochs(n).value for n in (30_000, 10_000, 2_000, 1_000, 300)] == [
         100, 173, 387, 400, 400,
     ]  # fmt: skip
     fast = FakeClock()

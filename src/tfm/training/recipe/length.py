@@ -236,7 +236,8 @@ def _length(s: Settings, f: Inputs, epochs: Epochs, timed: Timed | None) -> tupl
 
 
 def _timed_length(s: Settings, f: Inputs, epochs: Epochs, timed: Timed) -> tuple[int, str]:
-    pairs, most = f.tokens.pairs, rules.most_epochs(f.tokens.pairs)
+    bound = rules.most_epochs(f.tokens.pairs)
+    most = bound.value
     ceiling = s.ceiling = epochs.steps(most)
     s.validation_seconds = timed.each
     at = f"train.max_minutes={f.minutes:g} at {timed.seconds:.2f} s a step"
@@ -249,9 +250,8 @@ def _timed_length(s: Settings, f: Inputs, epochs: Epochs, timed: Timed) -> tuple
         s.choose("train.max_steps", Choice(timed.steps, why))
         return timed.steps, at
     why = (
-        f"{most} epochs, the most {pairs:,} pairs are worth ({rules.MOST_EPOCHS_AT_30K} at "
-        f"30,000 scaled with 1/√pairs, in [10, {rules.MOST_EPOCHS}]); the budget gives "
-        f"{timed.steps:,} steps, {epochs.of(timed.steps):,.0f} epochs"
+        f"{most} epochs, {bound.rule}; the budget gives {timed.steps:,} steps, "
+        f"{epochs.of(timed.steps):,.0f} epochs"
     )
     s.choose("train.max_steps", Choice(ceiling, why))
     minutes = (ceiling * timed.seconds + timed.validating) / 60 / TIME_MARGIN
@@ -260,4 +260,4 @@ def _timed_length(s: Settings, f: Inputs, epochs: Epochs, timed: Timed) -> tuple
         f"about {minutes:.0f} of the {f.minutes:g} minutes; more data would use the rest "
         "(a larger model would learn these pairs by heart)"
     )
-    return ceiling, f"{most} epochs (the most {pairs:,} pairs are worth)"
+    return ceiling, f"{most} epochs (the most {f.tokens.pairs:,} pairs are worth)"

@@ -103,11 +103,15 @@ def default_epochs(pairs: int) -> int:
     return int(min(max(round(40 * math.sqrt(30_000 / max(pairs, 1))), 5), 100))
 
 
-def most_epochs(pairs: int) -> int:
+def most_epochs(pairs: int) -> Choice:
     """The most epochs a corpus of `pairs` is worth (`MOST_EPOCHS_AT_30K`, scaled with
     1/sqrt(pairs)), in [10, `MOST_EPOCHS`]: beyond them, a longer budget gives nothing but time."""
-    scaled = round(MOST_EPOCHS_AT_30K * math.sqrt(30_000 / max(pairs, 1)))
-    return int(min(max(scaled, 10), MOST_EPOCHS))
+    fewest, scaled = 10, round(MOST_EPOCHS_AT_30K * math.sqrt(30_000 / max(pairs, 1)))
+    return Choice(
+        min(max(scaled, fewest), MOST_EPOCHS),
+        f"the most {pairs:,} pairs are worth ({MOST_EPOCHS_AT_30K} at 30,000 scaled with "
+        f"1/√pairs, in [{fewest}, {MOST_EPOCHS}])",
+    )
 
 
 def dropout(pairs: int, epochs: float) -> Choice:
