@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from tfm.config import load_config
-from tfm.data.batching import static_size
+from tfm.data.batching import EpochData, TokenBatchSampler, static_size
 from tfm.data.pipeline import EncodedSplit
+from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.training.recipe.calibration import Calibration
 from tfm.training.recipe.ladder import LADDER
@@ -50,3 +51,52 @@ def test_the_timed_steps_take_batches_as_training_does(monkeypatch, settings):
         assert all(s == t == static_size(s) for s, t in widths)
     else:
         assert any(s != t for s, t in widths)
+
+
+class TokenClock:
+    """A clock that the model's forward moves on by a millisecond per 1,000 tokens of its
+    batch: steps whose time is their batch's size, as on a CPU."""
+
+    def __init__(self, monkeypatch):
+        self.now = 0.0
+        forward = Transformer.forward
+
+        def counted(model, src, tgt, *args, **kwargs):
+            self.now += (src.numel() + tgt.numel()) * 1e-6
+            return forward(model, src, tgt, *args, **kwargs)
+
+        monkeypatch.setattr(Transformer, "forward", counted)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("layout", ["padded", "packed"])
+def test_a_step_is_timed_as_the_epochs_mean_batch_not_its_smallest(monkeypatch, layout):
+    # 200 pairs of lengths 3 to 41 in 13 batches of 512 tokens, the third of one sentence (the
+    # end of a length group): a small corpus's epoch
+    rng = random.Random(3)
+    n = 200
+    ids = [[rng.randrange(4, 60) for _ in range(rng.randint(2, 39))] for _ in range(2 * n)]
+    src, tgt = [s + [EOS_ID] for s in ids[:n]], [[BOS_ID, *t, EOS_ID] for t in ids[n:]]
+    split = EncodedSplit("train", [""] * n, [""] * n, src, tgt, report=None)
+    clock = TokenClock(monkeypatch)
+    config = load_config(None, [f"train.layout={layout}"])
+    calibration = Calibration(train=split, validation=lambda: split, config=config,
+                              tokenizer=None, vocab_size=64, device=torch.device("cpu"),
+                              dtype=torch.float32, timer=clock)  # fmt: skip
+    seconds = calibration.step_seconds(LADDER[0], max_tokens=512)
+
+    # what each batch of the epoch takes on that clock: its tokens as they reach the model
+    sampler = TokenBatchSampler(lengths_of(src), lengths_of(tgt), max_tokens=512, seed=0)
+    taken = []
+    for indices in sampler.epoch(0):
+        batch = EpochData(src=src, tgt=tgt, batches=[indices]).batch(indices)
+        if layout == "packed":  # the real tokens only
+            tokens = batch.n_src_tokens + sum(len(tgt[i]) - 1 for i in indices)
+        else:
+            tokens = batch.src.numel() + batch.tgt_in.numel()
+        taken.append(tokens * 1e-6)
+    mean = sum(taken) / len(taken)
+    assert min(taken[2:7]) < 0.5 * mean  # the timed steps include a batch far below the mean
+    assert seconds == pytest.approx(mean, rel=0.05)

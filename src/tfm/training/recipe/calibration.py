@@ -2,7 +2,10 @@
 
 A few optimizer steps of the shape on real training batches, each taken as training takes it (the
 batch reaching the model as `train.layout` and `train.static_shapes` say, through the training
-step's own `layout_loss_sum`; the gradient clipped), give its step time; decoding a
+step's own `layout_loss_sum`; the gradient clipped), give its step time, each step's time scaled
+from its batch's tokens to the epoch's mean batch: a small corpus's epoch holds batches of one or
+a few sentences (the ends of its length groups), and one of them timed as it is would plan two or
+three times the steps its budget holds. Decoding a
 sample of the validation split through a `Translator`, as validation decodes (the beam it will
 use, to the decoding length limit), gives a validation's time at its slowest: an untrained model
 rarely stops by itself, and early validations are the slow ones.
@@ -13,9 +16,10 @@ without.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from tfm.config import Config
@@ -32,6 +36,7 @@ from tfm.transformer import Transformer, build_model
 UNTIMED_STEPS = 2  # first: allocations and first-call costs
 TIMED_STEPS = 5  # the fastest of these is the step's time: a busy moment only slows a step
 SAMPLE = 48  # validation sentences decoded to time a validation
+MEAN_SAMPLE = 2000  # batches, at most, whose tokens give an epoch's mean batch
 
 
 @dataclass
@@ -47,12 +52,14 @@ class Calibration:
     vocab_size: int
     device: torch.device
     dtype: torch.dtype
+    timer: Callable[[], float] = time.perf_counter
     _steps: dict = field(default_factory=dict)
     _validations: dict = field(default_factory=dict)
 
     def step_seconds(self, shape: Shape, max_tokens: int) -> float:
-        """The seconds of a training step of `shape` with batches of `max_tokens`: the fastest
-        of `TIMED_STEPS`, since other work on the machine can only make a step slower."""
+        """The seconds of a training step of `shape` with batches of `max_tokens`, an epoch's
+        mean: the fastest of `TIMED_STEPS`, each scaled to the epoch's mean batch tokens, since
+        other work on the machine can only make a step slower."""
         key = (shape, max_tokens)
         if key not in self._steps:
             with torch.random.fork_rng(devices=[]):
@@ -79,18 +86,21 @@ class Calibration:
             model.parameters(), lr=1e-4, fused=self.device.type in ("cpu", "cuda")
         )
         split = self.train
-        sampler = TokenBatchSampler(
-            lengths_of(split.src), lengths_of(split.tgt), max_tokens=max_tokens, seed=0
-        )
-        batches = sampler.epoch(0)[: UNTIMED_STEPS + TIMED_STEPS]
-        data = EpochData(src=split.src, tgt=split.tgt, batches=batches)
+        src_lengths, tgt_lengths = lengths_of(split.src), lengths_of(split.tgt)
+        sampler = TokenBatchSampler(src_lengths, tgt_lengths, max_tokens=max_tokens, seed=0)
+        epoch = sampler.epoch(0)
         train = self.config.train
+        packed = train.layout == "packed"
+        sample = epoch[:: max(len(epoch) // MEAN_SAMPLE, 1)]  # batches in shuffled order
+        mean = np.mean([_tokens(b, src_lengths, tgt_lengths, packed=packed) for b in sample])
+        batches = epoch[: UNTIMED_STEPS + TIMED_STEPS]
+        data = EpochData(src=split.src, tgt=split.tgt, batches=batches)
         loss = BatchLoss(self.device, self.dtype, model.output_projection.weight, 0.1)
         model.train()
         times = []
         for indices in batches:
             batch = data.batch(indices)
-            started = time.perf_counter()
+            started = self.timer()
             if train.static_shapes:
                 batch = static(batch, max_tokens=max_tokens)
             optimizer.zero_grad(set_to_none=True)
@@ -100,7 +110,8 @@ class Calibration:
             optimizer.step()
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
-            times.append(time.perf_counter() - started)
+            tokens = _tokens(indices, src_lengths, tgt_lengths, packed=packed)
+            times.append((self.timer() - started) * float(mean) / tokens)
         return min(times[UNTIMED_STEPS:] or times)
 
     def _time_validation(self, shape: Shape, beam_size: int) -> float:
@@ -117,6 +128,17 @@ class Calibration:
         translator = TorchTranslator(model=model, tokenizer=self.tokenizer, config=self.config,
                                      settings=settings)  # fmt: skip
         sources = [list(split.src[i]) for i in range(n)]
-        started = time.perf_counter()
+        started = self.timer()
         translator.search(sources, settings, list(range(n)), n_best=1, scored=False)
-        return (time.perf_counter() - started) * len(split) / n
+        return (self.timer() - started) * len(split) / n
+
+
+def _tokens(
+    indices: Sequence[int], src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, packed: bool
+) -> int:
+    """The tokens a training step computes on for the pairs `indices`: the real ones of both
+    sides in a packed batch, the padded rectangles of both sides otherwise."""
+    src, tgt = src_lengths[list(indices)], tgt_lengths[list(indices)]
+    if packed:
+        return int(src.sum() + tgt.sum())
+    return len(indices) * int(src.max() + tgt.max())
