@@ -72,11 +72,11 @@ class TokenClock:
 
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])
-def test_a_step_is_timed_as_the_epochs_mean_batch_not_its_smallest(monkeypatch, layout):
-    # 200 pairs of lengths 3 to 41 in 13 batches of 512 tokens, the third of one sentence (the
+def test_a_step_is_timed_on_batches_near_the_epochs_mean_not_its_first_ones(monkeypatch, layout):
+    # 1,000 pairs of lengths 3 to 41 in 59 batches of 512 tokens, the fifth of one sentence (the
     # end of a length group): a small corpus's epoch
-    rng = random.Random(3)
-    n = 200
+    rng = random.Random(11)
+    n = 1000
     ids = [[rng.randrange(4, 60) for _ in range(rng.randint(2, 39))] for _ in range(2 * n)]
     src, tgt = [s + [EOS_ID] for s in ids[:n]], [[BOS_ID, *t, EOS_ID] for t in ids[n:]]
     split = EncodedSplit("train", [""] * n, [""] * n, src, tgt, report=None)
@@ -98,5 +98,5 @@ def test_a_step_is_timed_as_the_epochs_mean_batch_not_its_smallest(monkeypatch, 
             tokens = batch.src.numel() + batch.tgt_in.numel()
         taken.append(tokens * 1e-6)
     mean = sum(taken) / len(taken)
-    assert min(taken[2:7]) < 0.5 * mean  # the timed steps include a batch far below the mean
-    assert seconds == pytest.approx(mean, rel=0.05)
+    assert min(taken[2:7]) < 0.2 * mean  # the epoch's first batches include one far below it
+    assert seconds == pytest.approx(mean, rel=0.03)

@@ -2,10 +2,10 @@
 
 A few optimizer steps of the shape on real training batches, each taken as training takes it (the
 batch reaching the model as `train.layout` and `train.static_shapes` say, through the training
-step's own `layout_loss_sum`; the gradient clipped), give its step time, each step's time scaled
-from its batch's tokens to the epoch's mean batch: a small corpus's epoch holds batches of one or
-a few sentences (the ends of its length groups), and one of them timed as it is would plan two or
-three times the steps its budget holds. Decoding a
+step's own `layout_loss_sum`; the gradient clipped), give its step time. The batches timed are
+those of the epoch nearest its mean in tokens: a small corpus's epoch also holds batches of one or
+a few sentences (the ends of its length groups), and one of those, timed, planned two or three
+times the steps its budget holds. Decoding a
 sample of the validation split through a `Translator`, as validation decodes (the beam it will
 use, to the decoding length limit), gives a validation's time at its slowest: an untrained model
 rarely stops by itself, and early validations are the slow ones.
@@ -36,7 +36,7 @@ from tfm.transformer import Transformer, build_model
 UNTIMED_STEPS = 2  # first: allocations and first-call costs
 TIMED_STEPS = 5  # the fastest of these is the step's time: a busy moment only slows a step
 SAMPLE = 48  # validation sentences decoded to time a validation
-MEAN_SAMPLE = 2000  # batches, at most, whose tokens give an epoch's mean batch
+MEAN_SAMPLE = 2000  # batches, at most, whose tokens give an epoch's mean
 
 
 @dataclass
@@ -57,9 +57,9 @@ class Calibration:
     _validations: dict = field(default_factory=dict)
 
     def step_seconds(self, shape: Shape, max_tokens: int) -> float:
-        """The seconds of a training step of `shape` with batches of `max_tokens`, an epoch's
-        mean: the fastest of `TIMED_STEPS`, each scaled to the epoch's mean batch tokens, since
-        other work on the machine can only make a step slower."""
+        """The seconds of a training step of `shape` with batches of `max_tokens`, as an epoch's
+        mean batch takes it: the fastest of `TIMED_STEPS` batches near that mean, since other
+        work on the machine can only make a step slower."""
         key = (shape, max_tokens)
         if key not in self._steps:
             with torch.random.fork_rng(devices=[]):
@@ -88,12 +88,14 @@ class Calibration:
         split = self.train
         src_lengths, tgt_lengths = lengths_of(split.src), lengths_of(split.tgt)
         sampler = TokenBatchSampler(src_lengths, tgt_lengths, max_tokens=max_tokens, seed=0)
-        epoch = sampler.epoch(0)
         train = self.config.train
         packed = train.layout == "packed"
+        epoch = sampler.epoch(0)
         sample = epoch[:: max(len(epoch) // MEAN_SAMPLE, 1)]  # batches in shuffled order
-        mean = np.mean([_tokens(b, src_lengths, tgt_lengths, packed=packed) for b in sample])
-        batches = epoch[: UNTIMED_STEPS + TIMED_STEPS]
+        tokens = [_tokens(b, src_lengths, tgt_lengths, packed=packed) for b in sample]
+        mean = float(np.mean(tokens))
+        nearest = sorted(range(len(sample)), key=lambda i: abs(tokens[i] - mean))
+        batches = [sample[i] for i in sorted(nearest[: UNTIMED_STEPS + TIMED_STEPS])]
         data = EpochData(src=split.src, tgt=split.tgt, batches=batches)
         loss = BatchLoss(self.device, self.dtype, model.output_projection.weight, 0.1)
         model.train()
@@ -110,8 +112,7 @@ class Calibration:
             optimizer.step()
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
-            tokens = _tokens(indices, src_lengths, tgt_lengths, packed=packed)
-            times.append((self.timer() - started) * float(mean) / tokens)
+            times.append(self.timer() - started)
         return min(times[UNTIMED_STEPS:] or times)
 
     def _time_validation(self, shape: Shape, beam_size: int) -> float:
