@@ -73,7 +73,7 @@ class TokenClock:
 
 @pytest.mark.parametrize("layout", ["padded", "packed"])
 def test_a_step_is_timed_on_batches_near_the_epochs_mean_not_its_first_ones(monkeypatch, layout):
-    # 1,000 pairs of lengths 3 to 41 in 59 batches of 512 tokens, the fifth of one sentence (the
+    # 1,000 pairs of lengths 3 to 41 in 59 batches of 512 tokens, the third of one sentence (the
     # end of a length group): a small corpus's epoch
     rng = random.Random(11)
     n = 1000
