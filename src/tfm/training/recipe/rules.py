@@ -179,15 +179,19 @@ def patience(steps: int, every: int) -> Choice:
 
 
 def checkpoint_every(steps: int) -> Choice:
-    """A checkpoint every `CHECKPOINT_SHARE` of the steps, so the last `AVERAGE` span 15%."""
+    """A checkpoint every `CHECKPOINT_SHARE` of the steps, so the last `AVERAGE` span
+    `AVERAGE` times that share of the run."""
     value = max(round(CHECKPOINT_SHARE * steps), 1)
-    return Choice(value, f"3% of {steps:,} steps: the last {AVERAGE} span 15% of the run")
+    span = f"the last {AVERAGE} span {AVERAGE * CHECKPOINT_SHARE:.0%} of the run"
+    return Choice(value, f"{CHECKPOINT_SHARE:.0%} of {steps:,} steps: {span}")
 
 
 def average_last(steps: int, every: int) -> Choice:
     """`AVERAGE` checkpoints where the run has at least four times that many, else none."""
     if steps >= AVERAGE * every * 4:
-        return Choice(AVERAGE, f"{steps // every} checkpoints in {steps:,} steps: the last 5")
+        return Choice(
+            AVERAGE, f"{steps // every} checkpoints in {steps:,} steps: the last {AVERAGE}"
+        )
     return Choice(1, f"{steps // every} checkpoints: too few to average")
 
 
