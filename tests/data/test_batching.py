@@ -143,6 +143,7 @@ def read_lines(name: str) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
+@pytest.mark.slow  # reads the real corpus; the tests above check the share on Multi30k-like lengths
 def test_multi30k_train_padding_share_with_real_bpe_lengths() -> None:
     from tfm.data.tokenizer import train_tokenizer
 

@@ -174,6 +174,7 @@ def read_lines(name: str) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
+@pytest.mark.slow  # reads the real corpus; the round-trip tests above use sentences like it
 def test_multi30k_validation_round_trip_rate() -> None:
     # 8000-token joint BPE on the first 10k training pairs (the full 29k take about 2 s).
     train_de, train_en = read_lines("train.de")[:10_000], read_lines("train.en")[:10_000]
