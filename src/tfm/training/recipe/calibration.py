@@ -4,11 +4,11 @@ A few optimizer steps of the shape on real training batches, each taken as train
 batch reaching the model as `train.layout` and `train.static_shapes` say, through the training
 step's own `layout_loss_sum`; the gradient clipped), give its step time. The batches timed are
 those of the epoch nearest its mean in tokens: a small corpus's epoch also holds batches of one or
-a few sentences (the ends of its length groups), and one of those, timed, planned two or three
-times the steps its budget holds. Decoding a
-sample of the validation split through a `Translator`, as validation decodes (the beam it will
-use, to the decoding length limit), gives a validation's time at its slowest: an untrained model
-rarely stops by itself, and early validations are the slow ones.
+a few sentences (the ends of its length groups), and timing one of those would plan two or
+three times the steps the budget holds. Decoding a sample of the validation split through a
+`Translator`, as validation decodes (the beam it will use, to the decoding length limit), gives
+a validation's time at its slowest: an untrained model rarely stops by itself, and early
+validations are the slow ones.
 The global random state is left as it was, so a run planned with a clock trains as one planned
 without.
 """
