@@ -366,9 +366,9 @@ def test_a_million_pairs_for_twelve_hours_on_a_gpu_get_bounded_epochs_of_the_big
                        per_epoch=lambda max_tokens: 25_000_000 // max_tokens)  # fmt: skip
     assert settings.get("model", "d_model") == 1024  # big: 25M target tokens support it
     assert settings.get("train", "max_tokens") == 16384
-    assert settings.epochs == rules.most_epochs(1_000_000).value == 17
+    assert settings.epochs == rules.most_epochs(1_000_000).value == 26
     assert settings.get("model", "dropout") == 0.1
-    assert any(n.startswith("the budget is more than this corpus can use: 17 epochs")
+    assert any(n.startswith("the budget is more than this corpus can use: 26 epochs")
                for n in settings.notes)  # fmt: skip
     cpu = planned(1_000_000, vocab=32_000, minutes=12 * 60, clock=GpuClock(),
                   per_epoch=lambda max_tokens: 25_000_000 // max_tokens)  # fmt: skip
@@ -378,18 +378,18 @@ def test_a_million_pairs_for_twelve_hours_on_a_gpu_get_bounded_epochs_of_the_big
 
 def test_epochs_past_what_the_corpus_is_worth_become_a_shorter_plan():
     assert [rules.most_epochs(n).value for n in (30_000, 10_000, 2_000, 1_000, 300)] == [
-        100, 173, 387, 400, 400,
+        150, 260, 581, 800, 800,
     ]  # fmt: skip
     fast = FakeClock()
     fast.step_seconds = lambda shape, max_tokens: 0.01  # type: ignore[method-assign]
     settings = planned(30_000, minutes=60, clock=fast, per_epoch=lambda max_tokens: 100)
-    assert settings.steps == 100 * 100 and settings.ceiling == 10_000
-    assert settings.reasons["train.max_steps"].startswith("100 epochs, the most 30,000 pairs")
+    assert settings.steps == 150 * 100 and settings.ceiling == 15_000
+    assert settings.reasons["train.max_steps"].startswith("150 epochs, the most 30,000 pairs")
     small = planned(1_000, minutes=60, clock=fast, per_epoch=lambda max_tokens: 40)
-    assert small.steps == small.ceiling == 400 * 40  # 1/√pairs would give 548
+    assert small.steps == small.ceiling == 800 * 40  # 1/√pairs would give 822
     assert small.reasons["train.max_steps"].startswith(
-        "400 epochs, the most 1,000 pairs are worth (100 at 30,000 scaled with 1/√pairs, in "
-        "[10, 400]); the budget gives 323,840 steps, 8,096 epochs"
+        "800 epochs, the most 1,000 pairs are worth (150 at 30,000 scaled with 1/√pairs, in "
+        "[10, 800]); the budget gives 323,840 steps, 8,096 epochs"
     )
 
 
