@@ -221,13 +221,24 @@ def padding_share(
     """
     real = padded = 0
     for batch in batches:
-        src = [src_lengths[i] for i in batch]
-        tgt = [tgt_lengths[i] for i in batch]
-        real += sum(src) + sum(tgt)
-        padded += len(batch) * (max(src) + max(tgt))
+        batch_real, batch_padded = token_counts(src_lengths, tgt_lengths, batch)
+        real += batch_real
+        padded += batch_padded
     if padded == 0:
         raise ValueError("padding_share needs at least one non-empty batch")
     return real / padded
+
+
+def token_counts(
+    src_lengths: Sequence[int] | np.ndarray,
+    tgt_lengths: Sequence[int] | np.ndarray,
+    batch: Sequence[int],
+) -> tuple[int, int]:
+    """The real tokens of one non-empty batch's src and tgt, and the tokens of their padded
+    tensors, counted on the framed lengths as given."""
+    src = [int(src_lengths[i]) for i in batch]
+    tgt = [int(tgt_lengths[i]) for i in batch]
+    return sum(src) + sum(tgt), len(batch) * (max(src) + max(tgt))
 
 
 def _check(widths: Sequence[int] | np.ndarray, max_tokens: int) -> None:

@@ -16,14 +16,14 @@ without.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from tfm.config import Config
-from tfm.data.batching import EpochData, TokenBatchSampler
+from tfm.data.batching import EpochData, TokenBatchSampler, token_counts
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
@@ -92,7 +92,8 @@ class Calibration:
         packed = train.layout == "packed"
         epoch = sampler.epoch(0)
         sample = epoch[:: max(len(epoch) // MEAN_SAMPLE, 1)]  # batches in shuffled order
-        tokens = [_tokens(b, src_lengths, tgt_lengths, packed=packed) for b in sample]
+        # a step computes on the real tokens of a packed batch, on the padded tensors otherwise
+        tokens = [token_counts(src_lengths, tgt_lengths, b)[0 if packed else 1] for b in sample]
         mean = float(np.mean(tokens))
         nearest = sorted(range(len(sample)), key=lambda i: abs(tokens[i] - mean))
         batches = [sample[i] for i in sorted(nearest[: UNTIMED_STEPS + TIMED_STEPS])]
@@ -132,14 +133,3 @@ class Calibration:
         started = self.timer()
         translator.search(sources, settings, list(range(n)), n_best=1, scored=False)
         return (self.timer() - started) * len(split) / n
-
-
-def _tokens(
-    indices: Sequence[int], src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, packed: bool
-) -> int:
-    """The tokens a training step computes on for the pairs `indices`: the real ones of both
-    sides in a packed batch, the padded rectangles of both sides otherwise."""
-    src, tgt = src_lengths[list(indices)], tgt_lengths[list(indices)]
-    if packed:
-        return int(src.sum() + tgt.sum())
-    return len(indices) * int(src.max() + tgt.max())
