@@ -12,6 +12,7 @@ from tfm.data.batching import (
     collate,
     inference_batches,
     padding_share,
+    token_counts,
 )
 
 MULTI30K = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k"
@@ -83,6 +84,8 @@ def test_padding_share_is_high(lengths) -> None:
 def test_padding_share_counts_both_padded_sides() -> None:
     # batch [0, 1]: src 2 x 3 = 6 slots (5 real), tgt 2 x 4 = 8 slots (6 real)
     assert padding_share([3, 2], [4, 2], [[0, 1]]) == pytest.approx(11 / 14)
+    assert token_counts([3, 2], [4, 2], [0, 1]) == (11, 14)  # real, padded: what the share divides
+    assert token_counts([3, 2], [4, 2], [1]) == (4, 4)  # one pair: no padding
 
 
 def test_example_longer_than_the_budget_gets_a_batch_of_its_own(caplog) -> None:
