@@ -1,10 +1,13 @@
 """Interruption as a real process sees it: SIGINT/SIGTERM finish the step, checkpoint, exit 130/143,
 and `--resume` (in this process) continues exactly as if nothing had happened."""
 
+import io
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +16,9 @@ from builders import WIDER, metric_events, tiny_config, tiny_config_file, train_
 from typer.testing import CliRunner
 
 from tfm.cli import app
-from tfm.training import train
+from tfm.commands.train import _install_stop_handlers
+from tfm.training import StopFlag, train
+from tfm.training.run_log import collect_run_log
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 N_STEPS = 40
@@ -107,3 +112,49 @@ def test_signal_during_validation_stops_after_it(tmp_path):
     assert proc.returncode == 130, err
     last_step = metric_events(run)[-1]["step"]
     assert (run / "checkpoints" / f"step-{last_step:08d}.pt").is_file()
+
+
+class _SignalledMidWrite(io.StringIO):
+    """A log file that refuses a write from inside its own write, as Python's buffered files do
+    ("reentrant call"), and whose first write is interrupted by SIGINT, as a write to a slow disk
+    or a full pipe can be: the signal handler runs inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = self.signalled = False
+
+    def write(self, text: str) -> int:
+        if self.inside:
+            raise RuntimeError("reentrant call inside the log file")
+        self.inside = True
+        try:
+            if not self.signalled:
+                self.signalled = True
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+            return super().write(text)
+        finally:
+            self.inside = False
+
+
+def test_a_signal_in_the_middle_of_a_log_write_neither_fails_nor_loses_its_message():
+    stop = StopFlag()
+    stop.training = True
+    with collect_run_log() as handler:
+        handler.file = log_file = _SignalledMidWrite()
+        previous = _install_stop_handlers(stop)
+        try:
+            logging.getLogger("tfm.training").warning("step 3")
+        finally:
+            for signum, before in previous.items():
+                signal.signal(signum, before)
+        for thread in threading.enumerate():
+            if thread.name == "tfm-signal":
+                thread.join(timeout=10)
+        lines = [line.split(" ", 2)[2] for line in log_file.getvalue().splitlines()]
+        handler.file = None
+    assert stop.signal_name == "SIGINT"
+    assert lines == [
+        "step 3",
+        "tfm: SIGINT received: finishing the step and writing a checkpoint (send it again to "
+        "stop at once)",
+    ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import shlex
 import signal
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,15 +146,20 @@ def _install_stop_handlers(stop: StopFlag) -> dict:
     def handler(signum, frame):
         if stop.requested:
             raise KeyboardInterrupt
+        name = signal.Signals(signum).name
         if not stop.training:
-            log.warning("tfm: %s received before training began: stopping now",
-                        signal.Signals(signum).name)  # fmt: skip
+            _say_from_a_thread("tfm: %s received before training began: stopping now", name)
             raise KeyboardInterrupt
         stop.request(signum)
-        log.warning(
-            "tfm: %s received: finishing the step and writing a checkpoint (send it again to "
-            "stop at once)",
-            signal.Signals(signum).name,
-        )
+        _say_from_a_thread("tfm: %s received: finishing the step and writing a checkpoint (send "
+                           "it again to stop at once)", name)  # fmt: skip
 
     return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _say_from_a_thread(message: str, *args: object) -> None:
+    """Log a warning from a signal handler. The handler runs between any two steps of the main
+    thread, also in the middle of a write to stderr or train.log, where writing to the same file
+    again fails ("reentrant call") and would end the run with a traceback; another thread waits
+    for that write to finish instead."""
+    threading.Thread(target=log.warning, args=(message, *args), name="tfm-signal").start()
