@@ -3,10 +3,15 @@ terminal), every line it logs is also in run_dir/train.log, and each validation'
 kept beside their sources and references (validations/step-N.tsv)."""
 
 import csv
+import logging
 import re
+import threading
+import time
 
 from attack_helpers import invoke, start_tfm
 from builders import tiny_config_file
+
+from tfm.training.run_log import RunLogHandler
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ")
 
@@ -60,3 +65,29 @@ def test_an_error_that_ends_training_is_in_train_log(tmp_path):
     result = invoke("train", "--config", config, "--no-progress")
     assert result.exit_code == 1
     assert log_lines(tmp_path / "run")[-1].startswith("error: ")
+
+
+def test_a_line_another_thread_is_writing_when_the_log_closes_is_kept(tmp_path):
+    """A signal's warning is logged from a thread of its own (tfm.commands.train), which may
+    still be writing when the run ends and its log closes: the close waits for the line."""
+    holding, written = threading.Event(), []
+    handler = RunLogHandler()
+    handler.open(tmp_path / "train.log")
+
+    def write_late() -> None:
+        handler.acquire()  # as logging does around each record
+        try:
+            holding.set()
+            time.sleep(0.2)
+            handler.emit(logging.makeLogRecord({"msg": "tfm: SIGINT received"}))
+            written.append(True)
+        finally:
+            handler.release()
+
+    thread = threading.Thread(target=write_late)
+    thread.start()
+    holding.wait(timeout=10)
+    handler.close()
+    thread.join(timeout=10)
+    assert written and handler.file is None
+    assert log_lines(tmp_path) == ["tfm: SIGINT received"]

@@ -57,9 +57,13 @@ class RunLogHandler(logging.Handler):
             pass
 
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
+        self.acquire()  # not while another thread writes (a signal's warning, train.py)
+        try:
+            if self.file is not None:
+                self.file.close()
+                self.file = None
+        finally:
+            self.release()
         super().close()
 
 
