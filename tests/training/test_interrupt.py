@@ -16,7 +16,7 @@ from builders import WIDER, metric_events, tiny_config, tiny_config_file, train_
 from typer.testing import CliRunner
 
 from tfm.cli import app
-from tfm.commands.train import _install_stop_handlers
+from tfm.commands.train import stopping_on_signals
 from tfm.training import StopFlag, train
 from tfm.training.run_log import collect_run_log
 
@@ -141,17 +141,12 @@ def test_a_signal_in_the_middle_of_a_log_write_neither_fails_nor_loses_its_messa
     stop.training = True
     with collect_run_log() as handler:
         handler.file = log_file = _SignalledMidWrite()
-        previous = _install_stop_handlers(stop)
-        try:
+        with stopping_on_signals(stop):
             logging.getLogger("tfm.training").warning("step 3")
-        finally:
-            for signum, before in previous.items():
-                signal.signal(signum, before)
         for thread in threading.enumerate():
             if thread.name == "tfm-signal":
                 thread.join(timeout=10)
         lines = [line.split(" ", 2)[2] for line in log_file.getvalue().splitlines()]
-        handler.file = None
     assert stop.signal_name == "SIGINT"
     assert lines == [
         "step 3",

@@ -11,11 +11,12 @@ command fails (exit 1), so that a script does not go on to translate with it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,12 +79,8 @@ def _train_and_report(
     cfg: Config, config: Path, sets: list[str], *, resume: bool, overwrite: bool, progress: bool
 ) -> TrainOutcome:
     stop = StopFlag()
-    previous = _install_stop_handlers(stop)
-    try:
+    with stopping_on_signals(stop):
         result = train(cfg, resume=resume, overwrite=overwrite, progress_bar=progress, stop=stop)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     # With --set, --device or --threads, the run's own resolved config holds them (run_dir too).
     resume_config = Path(cfg.run_dir) / "config.yaml" if sets else config
     world_size = from_environment().world_size  # under torchrun, resume under torchrun
@@ -139,9 +136,11 @@ def _cut_short(cfg: Config, result: TrainResult, resume: str) -> None:
         raise TrainingError(f"{stopped}; the model is not usable yet: {unusable}")
 
 
-def _install_stop_handlers(stop: StopFlag) -> dict:
-    """First SIGINT/SIGTERM: finish the step, checkpoint, exit. Second, or the first before
-    training has begun (nothing to save yet): stop at once."""
+@contextlib.contextmanager
+def stopping_on_signals(stop: StopFlag) -> Iterator[None]:
+    """While the body runs, the first SIGINT/SIGTERM sets `stop` (finish the step, checkpoint,
+    exit); a second, or the first before training has begun (nothing to save yet), stops at once.
+    The handlers from before come back afterwards."""
 
     def handler(signum, frame):
         if stop.requested:
@@ -154,7 +153,12 @@ def _install_stop_handlers(stop: StopFlag) -> dict:
         _say_from_a_thread("tfm: %s received: finishing the step and writing a checkpoint (send "
                            "it again to stop at once)", name)  # fmt: skip
 
-    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    before = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, previous in before.items():
+            signal.signal(signum, previous)
 
 
 def _say_from_a_thread(message: str, *args: object) -> None:
