@@ -11,9 +11,11 @@ from tfm.data.batching import EpochData, TokenBatchSampler, static_size
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import BOS_ID, EOS_ID
+from tfm.prediction.settings import DecodeSettings
+from tfm.prediction.translate import search_ids
 from tfm.training.recipe.calibration import Calibration
 from tfm.training.recipe.ladder import LADDER
-from tfm.transformer import Transformer
+from tfm.transformer import Transformer, build_model
 
 
 def framed_split(n: int) -> EncodedSplit:
@@ -100,3 +102,51 @@ def test_a_step_is_timed_on_batches_near_the_epochs_mean_not_its_first_ones(monk
     mean = sum(taken) / len(taken)
     assert min(taken[2:7]) < 0.2 * mean  # the epoch's first batches include one far below it
     assert seconds == pytest.approx(mean, rel=0.03)
+
+
+class DecodingClock:
+    """A clock that each decoding step moves on by `fixed` seconds and `per_row` more for each
+    sentence (beam row) still decoding: a GPU's launch-bound step when `fixed` dominates, a CPU's
+    arithmetic when `per_row` does. No row ever picks EOS, so that every sentence decodes to its
+    output limit, as an untrained model's do."""
+
+    def __init__(self, monkeypatch, *, fixed: float, per_row: float):
+        self.now = 0.0
+        decode_step = Transformer.decode_step
+
+        def counted(model, tokens, cache, **kwargs):
+            self.now += fixed + per_row * tokens.size(0)
+            out = decode_step(model, tokens, cache, **kwargs)
+            out.logits[..., EOS_ID] = float("-inf")
+            return out
+
+        monkeypatch.setattr(Transformer, "decode_step", counted)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+@pytest.mark.parametrize(("fixed", "per_row"), [(1e-2, 1e-6), (0.0, 1e-4)], ids=["gpu", "cpu"])
+def test_a_validation_is_timed_from_a_steps_fixed_part_and_its_part_per_sentence(
+    monkeypatch, beam_size, fixed, per_row
+):
+    # 300 sentences in decoding batches of 1,200 source tokens (400 with a beam of 3): the
+    # 48 sentences timed fit in one batch, the split takes several
+    clock = DecodingClock(monkeypatch, fixed=fixed, per_row=per_row)
+    config = load_config(None, ["decoding.max_tokens=1200"])
+    split = framed_split(300)
+    calibration = Calibration(train=split, validation=lambda: split, config=config,
+                              tokenizer=None, vocab_size=64, device=torch.device("cpu"),
+                              dtype=torch.float32, timer=clock)  # fmt: skip
+    estimate = calibration.validation_seconds(LADDER[0], beam_size)
+
+    # the whole split decoded as validation decodes it, on the same clock
+    strategy = {"strategy": "beam", "beam_size": beam_size} if beam_size > 1 else {}
+    settings = DecodeSettings.from_config(
+        config.decoding.model_copy(update={"strategy": "greedy", **strategy}), "cpu", "float32"
+    )
+    model = build_model(LADDER[0].model_args(vocab_size=64, max_len=config.model.max_len))
+    started = clock()
+    search_ids(model, [list(s) for s in split.src], settings)
+    assert estimate == pytest.approx(clock() - started, rel=0.02)
