@@ -126,16 +126,23 @@ class DecodingClock:
         return self.now
 
 
-@pytest.mark.parametrize("beam_size", [1, 3])
-@pytest.mark.parametrize(("fixed", "per_row"), [(1e-2, 1e-6), (0.0, 1e-4)], ids=["gpu", "cpu"])
+GPU, CPU = (1e-2, 1e-6), (0.0, 1e-4)  # a decoding step's fixed seconds and its seconds a row
+
+
+@pytest.mark.parametrize(
+    ("costs", "beam_size"),
+    [(GPU, 1), (GPU, 3), (CPU, 3)],
+    ids=["gpu-greedy", "gpu-beam", "cpu-beam"],
+)
 def test_a_validation_is_timed_from_a_steps_fixed_part_and_its_part_per_sentence(
-    monkeypatch, beam_size, fixed, per_row
+    monkeypatch, costs, beam_size
 ):
-    # 300 sentences in decoding batches of 1,200 source tokens (400 with a beam of 3): the
-    # 48 sentences timed fit in one batch, the split takes several
-    clock = DecodingClock(monkeypatch, fixed=fixed, per_row=per_row)
+    # 150 sentences in decoding batches of 1,200 source tokens (400 with a beam of 3): the
+    # sentences timed are as many of the 48 as one batch holds (38; 12 with a beam), and the
+    # split takes several batches
+    clock = DecodingClock(monkeypatch, fixed=costs[0], per_row=costs[1])
     config = load_config(None, ["decoding.max_tokens=1200"])
-    split = framed_split(300)
+    split = framed_split(150)
     calibration = Calibration(train=split, validation=lambda: split, config=config,
                               tokenizer=None, vocab_size=64, device=torch.device("cpu"),
                               dtype=torch.float32, timer=clock)  # fmt: skip
