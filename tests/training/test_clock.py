@@ -14,9 +14,10 @@ import tfm.training.loop as loop
 from tfm.config import Config
 from tfm.rundir.metrics import read_metrics
 from tfm.training import train
-from tfm.training.clock import steps_left
+from tfm.training.clock import Clock, steps_left
 from tfm.training.recipe.calibration import Calibration
 from tfm.training.schedule import FLOOR, peak_learning_rate
+from tfm.training.state import ClockState, Progress, StepPlan
 
 TIMED_STEP_S, VALIDATION_S = 1.0, 3.0
 
@@ -125,3 +126,19 @@ def test_early_stopping_under_a_cosine_decay_cools_down_first(tmp_path, caplog):
     assert "cooling down to step 22, then stopping" in caplog.text
     assert result.steps == 22 and result.stopped_because == "early_stopping"
     assert last_rate(tmp_path / "run") == pytest.approx(FLOOR * 1e-9)
+
+
+def test_a_window_shorter_than_half_the_checkpoint_cadence_is_timed_with_the_next():
+    # at step 1,000, checkpoints every 150 steps; steps take 0.03 s, writing a checkpoint 0.5 s
+    plan = StepPlan(end=5000, decay_from=1000, decay_done=0.2, checkpoint_every=150)
+    state = ClockState(budget_s=300.0, ceiling=None, step_s=0.03, validation_s=3.0,
+                       mark_step=1000, mark_elapsed=30.0)  # fmt: skip
+    progress = Progress(step=1000, plan=plan, clock=state)
+    clock = Clock(progress, configured=None, steps=None, warmup=100, validate_every=2000)
+    progress.step = 1020  # 20 steps and a checkpoint: alone, 0.055 s a step
+    clock.replan(elapsed=30.0 + 20 * 0.03 + 0.5)
+    assert (state.step_s, state.replans, progress.plan.end) == (0.03, 0, 5000)
+    progress.step = 1170  # measured with the next 150 steps, the checkpoint weighs as it does
+    clock.replan(elapsed=30.0 + 170 * 0.03 + 0.5)
+    assert state.replans == 1 and state.mark_step == 1170
+    assert state.step_s == pytest.approx(0.03 + 0.5 / 170)
