@@ -104,8 +104,8 @@ class Clock:
         steps = p.step - clock.mark_step
         # A window shorter than half the checkpoint cadence (the cadence moved with the plan, or
         # a validation came soon after a checkpoint) is measured together with the next one:
-        # the checkpoint written in it, alone, would weigh on too few steps (on a GPU, 15 steps
-        # of 0.03 s with a checkpoint written timed 0.055 s a step, and the plan's end jumped).
+        # alone, the checkpoint written in it would weigh on too few steps (on a GPU, 15 steps
+        # of 0.03 s and a checkpoint's write time at 0.055 s a step, and the plan's end jumps).
         cadence = p.plan.checkpoint_every if p.plan is not None else None
         if budget_s is None and steps >= max(MIN_STEPS, (cadence or 0) // 2):
             clock.step_s = max(elapsed - clock.mark_elapsed - clock.validating_s, 0.0) / steps

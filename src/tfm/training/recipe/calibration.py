@@ -12,8 +12,8 @@ validations are the slow ones. A decoding step costs a fixed part (on a GPU, mos
 launches, the same for one sentence or five hundred) and a part per sentence still decoding (on a
 CPU, nearly all of it); the sample's longest sentences are timed alone and then with the rest, so
 that the two parts come apart and the whole split's decoding batches can be costed, each by its
-steps and its sentences' steps. Scaling the sample's time by sentences alone planned a validation
-of Multi30k at 16 to 20 seconds on an H200, where it took 3.
+steps and its sentences' steps. (Scaled by sentences alone, a Multi30k validation on an H200 is
+costed at 16 to 20 seconds; it takes 3.)
 The global random state is left as it was, so a run planned with a clock trains as one planned
 without.
 """
