@@ -5,13 +5,17 @@ run resumes, and never overrides what the config sets."""
 import logging
 import re
 
+import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
+import tfm.device as device_module
+import tfm.training.recipe.plan as plan_module
 from tfm.cli import app
 from tfm.config import Config, load_config
 from tfm.data.corpus_figures import measure_texts
-from tfm.training.recipe.plan import unset_keys
+from tfm.training.recipe.plan import show_planned, unset_keys
 
 DATA_ONLY = {
     "data": {"toy": {"n_train": 400, "n_validation": 8, "n_test": 8, "seed": 2}},
@@ -158,3 +162,22 @@ def test_a_time_budget_is_divided_by_the_step_timed_on_this_machine(tmp_path, mo
     planned = load_config(tmp_path / "shown.yaml")  # the timed length is the run's length
     assert planned.train.max_steps == steps and planned.train.max_epochs is None
     assert planned.train.decay_steps == steps - planned.train.warmup_steps
+
+
+@pytest.mark.parametrize("precision", ["auto", "fp32", "bf16"])
+def test_config_show_times_steps_in_the_precision_training_uses(tmp_path, monkeypatch, precision):
+    # on a GPU with bf16, where `auto` trains with bf16 autocast but decodes in float32
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(plan_module, "select_device", lambda name: cuda)
+    monkeypatch.setattr(device_module, "cuda_bf16_supported", lambda: True)
+    timed = []
+
+    def planned(config, *, device, dtype, **kwargs):
+        timed.append((device, dtype))
+        raise RuntimeError("timed")
+
+    monkeypatch.setattr(plan_module, "plan_run", planned)
+    with pytest.raises(RuntimeError, match="timed"):
+        show_planned(config_file(tmp_path), [f"train.precision={precision}"])
+    assert timed == [(cuda, device_module.training_precision(precision, cuda))]
+    assert timed[0][1] == (torch.float32 if precision == "fp32" else torch.bfloat16)

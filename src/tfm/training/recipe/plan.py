@@ -31,7 +31,7 @@ from tfm.data.corpus_figures import TextFigures
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
-from tfm.device import resolve_precision, select_device
+from tfm.device import select_device, training_precision
 from tfm.prediction.scoring import bleu_tokenizer_for
 from tfm.threads import busy_machine, use_threads
 from tfm.training.recipe.calibration import Calibration
@@ -266,8 +266,9 @@ def show_planned(config: str | None, overrides: list[str], *, comments: bool = T
         return render_yaml(loaded, comments=comments)
     device = select_device(loaded.train.device)
     use_threads(loaded.train.threads)
+    # timed as training times it: in its precision (bf16 autocast for `auto` on a GPU)
     resolved, plan = plan_run(
-        loaded, device=device, dtype=resolve_precision(loaded.train.precision, device)
+        loaded, device=device, dtype=training_precision(loaded.train.precision, device)
     )
     warnings = plan.warnings + check_settings(resolved, plan.steps)
     lines = ["recipe from the data:", *(f"  {line}" for line in plan.explained(resolved))]
