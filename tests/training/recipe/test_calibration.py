@@ -13,7 +13,7 @@ from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import BOS_ID, EOS_ID
 from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.translate import search_ids
-from tfm.training.recipe.calibration import Calibration
+from tfm.training.recipe.calibration import Calibration, decoding_step_costs
 from tfm.training.recipe.ladder import LADDER
 from tfm.transformer import Transformer, build_model
 
@@ -157,3 +157,13 @@ def test_a_validation_is_timed_from_a_steps_fixed_part_and_its_part_per_sentence
     started = clock()
     search_ids(model, [list(s) for s in split.src], settings)
     assert estimate == pytest.approx(clock() - started, rel=0.02)
+
+
+def test_a_steps_two_parts_come_apart_only_where_the_sample_can_tell_them():
+    limits = [10] * 20  # 20 sentences decoding 10 steps each; the FEW longest are 4
+    fixed, per_row = decoding_step_costs(limits, 10 * 0.5 + 40 * 0.01, 10 * 0.5 + 200 * 0.01)
+    assert (fixed, per_row) == (pytest.approx(0.5), pytest.approx(0.01))
+    # the few alone timed at nothing (noise): never more per sentence than the whole batch's mean
+    assert decoding_step_costs(limits, 0.0, 7.0) == (0.0, pytest.approx(7.0 / 200))
+    # 6 sentences: the 4 longest hold most of the steps, too little to tell the parts apart
+    assert decoding_step_costs([10] * 6, 5.0, 6.0) == (0.0, pytest.approx(6.0 / 60))

@@ -6,14 +6,14 @@ step's own `layout_loss_sum`; the gradient clipped), give its step time. The bat
 those of the epoch nearest its mean in tokens: a small corpus's epoch also holds batches of one or
 a few sentences (the ends of its length groups), and timing one of those would plan two or
 three times the steps the budget holds. Decoding a sample of the validation split through a
-`Translator`, as validation decodes (the beam it will use, to the decoding length limit), gives
-a validation's time at its slowest: an untrained model rarely stops by itself, and early
-validations are the slow ones. A decoding step costs a fixed part (on a GPU, mostly the kernel
-launches, the same for one sentence or five hundred) and a part per sentence still decoding (on a
-CPU, nearly all of it); the sample's longest sentences are timed alone and then with the rest, so
-that the two parts come apart and the whole split's decoding batches can be costed, each by its
-steps and its sentences' steps. (Scaled by sentences alone, a Multi30k validation on an H200 is
-costed at 16 to 20 seconds; it takes 3.)
+`Translator`, as validation decodes (the beam it will use, to the decoding length limit), gives a
+validation's time at its slowest: an untrained model rarely stops by itself, and early validations
+are the slow ones. A decoding step costs a fixed part (on a GPU, mostly the kernel launches, the
+same for one sentence or five hundred) and a part per sentence still decoding (on a CPU, nearly all
+of it); the sample's few longest sentences are timed alone and then with the rest, so that the two
+parts come apart and the whole split's decoding batches can be costed, each by its steps and its
+sentences' steps. (Scaled by sentences alone, a Multi30k validation on an H200 is costed at 16 to
+20 seconds; it takes 3.)
 The global random state is left as it was, so a run planned with a clock trains as one planned
 without.
 """
@@ -41,7 +41,7 @@ from tfm.transformer import Transformer, build_model
 UNTIMED_STEPS = 2  # first: allocations and first-call costs
 TIMED_STEPS = 5  # the fastest of these is the step's time: a busy moment only slows a step
 SAMPLE = 48  # validation sentences decoded to time a validation
-FEW = 8  # of them, the longest, timed alone too: a decoding step's fixed part apart
+FEW = 4  # of them, the longest, timed alone too (the faster of two): a step's fixed part apart
 WARM_UP = 2  # sentences decoded untimed first: first-call costs (a GPU's kernels, allocations)
 MEAN_SAMPLE = 2000  # batches, at most, whose tokens give an epoch's mean
 
@@ -152,8 +152,9 @@ class Calibration:
         sample.sort(key=len, reverse=True)
         sample = sample[: max(budget // len(sample[0]), 1)]
         seconds(sample[-WARM_UP:])
+        few_s = min(seconds(sample[:FEW]), seconds(sample[:FEW]))  # a busy moment only slows
         fixed, per_row = decoding_step_costs(
-            [steps(len(s)) for s in sample], seconds(sample[:FEW]), seconds(sample)
+            [steps(len(s)) for s in sample], few_s, seconds(sample)
         )
         lengths = [min(n, cut) for n in lengths_of(split.src).tolist()]
         total = 0.0
@@ -167,9 +168,11 @@ def decoding_step_costs(limits: list[int], few_s: float, all_s: float) -> tuple[
     """The seconds of a decoding step's fixed part and of its part per sentence, from the time
     of the `FEW` longest sentences of a batch (their output `limits`, longest first) and of the
     whole batch: every sentence decodes to its limit and then leaves the batch, so that a batch
-    costs fixed · its longest limit + per-sentence · the sum of its limits."""
+    costs fixed · its longest limit + per-sentence · the sum of its limits. With too few other
+    sentences to tell the parts apart (the whole batch's sentence steps not twice the few's), all
+    of it is per sentence: the most it can be, as it is also when timing noise says more."""
     few, every = sum(limits[:FEW]), sum(limits)
-    if every <= few:  # the sample is its longest sentences: no second point
+    if every < 2 * few:
         return 0.0, all_s / every
-    per_row = max(all_s - few_s, 0.0) / (every - few)
+    per_row = min(max(all_s - few_s, 0.0) / (every - few), all_s / every)
     return max(all_s - per_row * every, 0.0) / limits[0], per_row
