@@ -7,8 +7,9 @@ from typing import get_args
 import pytest
 
 from tfm.config import DecodingConfig
+from tfm.data.tokenizer import EOS_ID
 from tfm.errors import ConfigError, UsageError
-from tfm.prediction.settings import DecodeRequest, OutputLimit
+from tfm.prediction.settings import DecodeRequest, DecodeSettings, OutputLimit
 from tfm.prediction.strategies import (
     STRATEGIES,
     BeamSearch,
@@ -16,6 +17,8 @@ from tfm.prediction.strategies import (
     Sampling,
     strategy_for,
 )
+from tfm.prediction.translate import search_ids
+from tfm.transformer import ModelArgs, Transformer, build_model
 
 CONFIG = DecodingConfig(
     strategy="greedy", beam_size=4, length_penalty=0.3, temperature=0.8, top_p=0.9
@@ -107,3 +110,29 @@ def test_the_output_limit_is_a_times_source_length_plus_b_within_the_positional_
     assert limit.tokens(100, 64) == 64 and OutputLimit(0.0, 0).tokens(5, 64) == 1
     with pytest.raises(ValueError, match="max_len_a=-1"):
         OutputLimit(-1, 10)
+
+
+BEAM_3 = {"strategy": "beam", "beam_size": 3}
+
+
+@pytest.mark.parametrize(("strategy", "budget"), [({}, 60), (BEAM_3, 20)])
+def test_a_decoding_batch_holds_max_tokens_decoder_rows(monkeypatch, strategy, budget):
+    """A source takes one decoder row per hypothesis: a beam of 3 gets a third of the sources."""
+    settings = DecodeSettings.from_config(CONFIG.model_copy(update={"max_tokens": 60, **strategy}),
+                                          "cpu", "float32")  # fmt: skip
+    assert settings.batch_source_tokens() == budget
+    shapes = []
+    encode = Transformer.encode
+
+    def spy(model, src, *args, **kwargs):
+        shapes.append(tuple(src.shape))
+        return encode(model, src, *args, **kwargs)
+
+    monkeypatch.setattr(Transformer, "encode", spy)
+    model = build_model(ModelArgs(src_vocab_size=40, tgt_vocab_size=40, d_model=16, n_heads=2,
+                                  n_encoder_layers=1, n_decoder_layers=1, d_ff=32))  # fmt: skip
+    sources = [[5] * (n % 7) + [EOS_ID] for n in range(30)]  # 1 to 7 tokens each
+    search_ids(model, sources, settings)
+    assert sum(rows for rows, _ in shapes) == 30
+    assert all(rows * width <= budget for rows, width in shapes)
+    assert any(rows * width > budget - 7 for rows, width in shapes)  # filled, not one at a time

@@ -111,12 +111,11 @@ def translate_nbest_ids(
     options, rescore = ct2_search(settings.strategy, n_best)
     scored = with_scores or rescore is not None
     pieces, groups = _by_output_limit(model, sources, settings)
-    rows = settings.strategy.hypotheses(n_best)
     pending = []
     for limit, indices in groups.items():
         results = model.translator.translate_batch(
             [pieces[i] for i in indices], asynchronous=True,
-            max_batch_size=max(settings.max_tokens // rows, 1), batch_type="tokens",
+            max_batch_size=settings.batch_source_tokens(n_best), batch_type="tokens",
             return_scores=scored, return_end_token=True, max_input_length=0,
             max_decoding_length=limit, min_decoding_length=0, **options,
         )  # fmt: skip

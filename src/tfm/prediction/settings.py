@@ -95,6 +95,11 @@ class DecodeSettings:
         strategy = strategy_for(ours, asked, n_best=n_best, spell=spell)
         return dataclasses.replace(self, strategy=strategy)
 
+    def batch_source_tokens(self, n_best: int = 1) -> int:
+        """The source tokens of one decoding batch: a source takes one decoder row per
+        hypothesis, so that a batch's rows stay near `max_tokens`."""
+        return max(self.max_tokens // self.strategy.hypotheses(n_best), 1)
+
     def torch_device(self) -> torch.device:
         import torch
 

@@ -44,10 +44,9 @@ def search_ids(
         log.warning("line(s) %s%s: longer than %d tokens, cut to fit the model",
                     ", ".join(named[:MAX_NAMED]), more, limit)  # fmt: skip
     device, strategy = settings.torch_device(), settings.strategy
-    # A source takes one decoder row per hypothesis; keep the decoding batch's size the same.
-    budget = max(settings.max_tokens // strategy.hypotheses(n_best), 1)
     search = strategy.searcher(device)  # one random stream for the whole call
     outputs: list = [None] * len(sources)
+    budget = settings.batch_source_tokens(n_best)
     for indices in inference_batches([len(s) for s in clipped], max_tokens=budget):
         src = pad([clipped[i] for i in indices], PAD_ID).to(device)  # (B, S)
         with autocast(device, settings.torch_dtype()):

@@ -146,7 +146,7 @@ class Calibration:
             return self.timer() - started
 
         # one decoding batch, as search_ids cuts them, longest first
-        budget = max(settings.max_tokens // settings.strategy.hypotheses(1), 1)
+        budget = settings.batch_source_tokens()
         cut = model.max_len  # search_ids cuts longer sources to the positional table
         sample = [list(split.src[i])[:cut] for i in range(min(len(split), SAMPLE))]
         sample.sort(key=len, reverse=True)
