@@ -123,6 +123,8 @@ def test_one_step_equals_one_process_on_the_union_of_the_batches(reference, two_
     assert_close(rank0["grads"], reference_grads)  # loss / all target tokens of the step
     assert_close(weights_at(run, 1), weights_at(reference_run, 1))
     assert losses(run) == pytest.approx(losses(reference_run)[:1], rel=1e-5)
+    # Torn down in reverse order: DDP's reducer is gone before its process group is destroyed.
+    assert rank0["ddp_alive_at_destroy"] == rank1["ddp_alive_at_destroy"] == [0]
 
 
 def rank_pid(parent: int, rank: int) -> int:

@@ -170,6 +170,12 @@ class DataParallel:
         dist.all_reduce(total)
         return type(value)(total.item())
 
+    def close(self) -> None:
+        """Drop the DDP wrapper, whose reducer holds the process group: torn down in the
+        reverse order of set-up, before the group is destroyed (`process_group`)."""
+        self.module = self.session.model
+        self.__dict__.pop("_ddp", None)
+
     def gradient_sync(self, *, last: bool) -> contextlib.AbstractContextManager:
         """Accumulate locally; average gradients over processes in the step's last backward."""
         if self.replicas.active and not last:

@@ -65,7 +65,10 @@ def train(
     with process_group(config) as replicas:
         session = open_session_everywhere(replicas, config, resume=resume, overwrite=overwrite)
         parallel = DataParallel(replicas, session, stop or StopFlag())
-        return _train(session, parallel, progress_bar=progress_bar)
+        try:
+            return _train(session, parallel, progress_bar=progress_bar)
+        finally:
+            parallel.close()
 
 
 def _train(session: Session, parallel: DataParallel, *, progress_bar: bool) -> TrainResult:
