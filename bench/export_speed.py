@@ -3,7 +3,8 @@ tfm, CTranslate2 float32 and CTranslate2 int8, each greedy and beam 5, on 1 and 
 
     python bench/export_speed.py --run RUN               # Multi30k test2016 (1,000 sentences)
     python bench/export_speed.py --run RUN --threads 1   # quieter where other jobs share the cores
-    python bench/export_speed.py --quick                 # a toy run trained in seconds, 50
+    python bench/export_speed.py --quick                 # a toy run trained in seconds, 20
+    python bench/export_speed.py --quick --run RUN       # RUN's own test split, 20
 
 Sentences per second are text in, text out (tokenising and detokenising included), of all the
 sentences at once (each engine opened by `tfm.commands.engines.open_translator`),
@@ -35,8 +36,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 ENGINES = ("tfm", "ct2-float32", "ct2-int8")
 QUANTIZATION = {"ct2-float32": "none", "ct2-int8": "int8"}
+QUICK_SENTENCES = 20
 QUICK_RUN = [
-    "data.toy.n_train=2000", "data.toy.n_validation=10", "data.toy.n_test=50",
+    "data.toy.n_train=2000", "data.toy.n_validation=10", "data.toy.n_test=20",
     "tokenizer.vocab_size=200", "model.d_model=64", "model.n_heads=4", "model.n_encoder_layers=1",
     "model.n_decoder_layers=1", "model.d_ff=128", "model.dropout=0.0", "train.max_steps=150",
     "train.validate_every=150", "train.max_tokens=1500", "train.lr=5e-3", "train.warmup_steps=30",
@@ -62,14 +64,16 @@ def test_sentences(run: Path, data: Path, n: int) -> tuple[list[str], list[str]]
     return sides[0], sides[1]
 
 
-def quick_run(folder: Path) -> tuple[Path, list[str], list[str]]:
-    """A toy run trained for a few seconds, and its 50 test sentences with references."""
+def quick_run(folder: Path, run: Path | None = None) -> tuple[Path, list[str], list[str]]:
+    """`run` (else a toy run trained here for a few seconds) and the first 20 sentences of its
+    own test split, with references."""
     from tfm.api import load_config, load_texts, train
 
-    config = load_config(None, [f"run_dir={folder / 'run'}", *QUICK_RUN])
-    train(config, progress_bar=False)
-    src, tgt, _ = load_texts(config.data, "test")
-    return folder / "run", src, tgt
+    if run is None:
+        run = folder / "run"
+        train(load_config(None, [f"run_dir={run}", *QUICK_RUN]), progress_bar=False)
+    src, tgt, _ = load_texts(load_config(run / "config.yaml", stored=True).data, "test")
+    return run, src[:QUICK_SENTENCES], tgt[:QUICK_SENTENCES]
 
 
 def measure(engine: str, model: str, lines: list[str], beams: list[int], threads: list[int]):
@@ -189,7 +193,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--data", type=Path, help="folder of test2016.{de,en} (Multi30k)")
     parser.add_argument("--sentences", type=int, default=1000, help="how many to translate")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of all engines")
-    parser.add_argument("--quick", action="store_true", help="toy run, 50 sentences, 1 round")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="toy run (or --run's test split), 20 sentences, 1 round",
+    )
     parser.add_argument("--json", type=Path, help="also write the table here as JSON")
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         return []
     with tempfile.TemporaryDirectory(prefix="tfm-export-bench-") as tmp:
         if args.quick:
-            run, lines, refs = quick_run(Path(tmp))
+            run, lines, refs = quick_run(Path(tmp), args.run)
             rounds = 1
         elif args.run is None:
             raise SystemExit("give --run DIR (a trained run) or --quick")

@@ -4,6 +4,7 @@ to a server of a torch run and of its int8 CTranslate2 export, in one run.
     python bench/serve_load.py --run RUN --clients 1,4,16,64 --requests 40 --seconds 60
     python bench/serve_load.py --run RUN --device cpu    # a GPU-trained run, served on the CPU
     python bench/serve_load.py --quick                   # a toy run trained in seconds
+    python bench/serve_load.py --quick --run RUN         # RUN and its own test split
 
 For each engine a `tfm serve --port 0` process is started (the command, as a user starts it),
 and for each client count every client sends its requests one after another, each waiting for
@@ -49,7 +50,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument("--run", type=Path, help="A trained run (default with --quick: a toy run).")
     parser.add_argument("--data", type=Path, help="Multi30k folder (default: $TFM_MULTI30K).")
-    parser.add_argument("--quick", action="store_true", help="A toy run, few clients, seconds.")
+    parser.add_argument(
+        "--quick", action="store_true", help="A toy run (or --run's test split), few clients."
+    )
     parser.add_argument("--clients", default="1,4,16,64", help="Client counts, comma-separated.")
     parser.add_argument("--requests", type=int, default=40, help="Requests a client, at most.")
     parser.add_argument("--seconds", type=float, default=60, help="Seconds a round, at most.")
@@ -81,12 +84,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 def _run_and_sentences(args: argparse.Namespace, scratch: Path) -> tuple[Path, list[str]]:
-    if args.quick and args.run is None:
+    if args.quick:
         from tfm.api import load_config, load_texts, train
 
-        config = load_config(None, [f"run_dir={scratch / 'run'}", *QUICK_TRAINING])
-        train(config, progress_bar=False)
-        return scratch / "run", load_texts(config.data, "test")[0]
+        if args.run is None:
+            args.run = scratch / "run"
+            config = load_config(None, [f"run_dir={args.run}", *QUICK_TRAINING])
+            train(config, progress_bar=False)
+        config = load_config(args.run / "config.yaml", stored=True)
+        return args.run, load_texts(config.data, "test")[0]
     if args.run is None:
         sys.exit("give --run RUN (a trained run) or --quick")
     from tfm.api import load_config

@@ -87,6 +87,13 @@ def both_ways_run(tmp_path_factory) -> Path:
     return shared_run(tmp_path_factory, "both_ways_run")
 
 
+@pytest.fixture(scope="session")
+def toy_run(tmp_path_factory) -> Path:
+    """A run trained on the toy corpus to where its greedy translations are real sentences
+    (`shared_runs.build_export_toy`), which the export tests export: read it, never change it."""
+    return shared_run(tmp_path_factory, "toy_run")
+
+
 @pytest.fixture
 def progress_totals(monkeypatch) -> list:
     """The `total` of each progress bar training opens (what it plans to train), recorded."""

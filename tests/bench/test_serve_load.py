@@ -1,5 +1,6 @@
-"""bench/serve_load.py --quick: a row for each engine and client count, every request answered
-with 200 (no errors, none lost), latencies in order, and the server's SIGTERM exit checked."""
+"""bench/serve_load.py --quick on the shared trained run: a row for each engine and client count,
+every request answered with 200 (no errors, none lost), latencies in order, and the server's
+SIGTERM exit checked."""
 
 import importlib.util
 from pathlib import Path
@@ -12,12 +13,12 @@ pytest.importorskip("uvicorn")
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "serve_load.py"
 
 
-def test_quick_mode_answers_every_request(tmp_path, capsys, monkeypatch):
+def test_quick_mode_answers_every_request(trained_run, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     spec = importlib.util.spec_from_file_location("serve_load", SCRIPT)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    rows = bench.main(["--quick", "--json", str(tmp_path / "rows.json")])
+    rows = bench.main(["--quick", "--run", str(trained_run), "--json", str(tmp_path / "rows.json")])
     assert [(row["engine"], row["clients"]) for row in rows] == [
         ("torch", 1), ("torch", 4), ("int8", 1), ("int8", 4)
     ]  # fmt: skip

@@ -1,23 +1,13 @@
-"""The export tests' fixtures: the run they export (`shared_runs.build_export_toy`, trained once
-per test session), its export and its held-out sentences."""
-
-from pathlib import Path
+"""The export tests' fixtures: the run they export loaded (`toy_run`, in tests/conftest.py),
+its export and its held-out sentences."""
 
 import pytest
 import torch
-from shared_runs import shared_run
 
 from tfm.data.pipeline import load_texts
 from tfm.data.tokenizer import EOS_ID
 from tfm.rundir.model_file import load_trained
 from tfm.rundir.paths import find_run
-
-
-@pytest.fixture(scope="session")
-def toy_run(tmp_path_factory) -> Path:
-    """A run trained on the toy corpus to where its greedy translations are real sentences
-    (`shared_runs.build_export_toy`), shared by pytest-xdist's workers: read it, never change it."""
-    return shared_run(tmp_path_factory, "toy_run")
 
 
 @pytest.fixture(scope="session")

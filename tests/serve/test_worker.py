@@ -71,7 +71,9 @@ def test_the_worker_stops_a_request_whose_deadline_passed_between_its_slices(hel
         assert answer.status == 503 and answer.json()["error"].startswith("not answered within")
         started = time.monotonic()
         assert call(base, "POST", "/translate", {"sentences": ["next"]}).status == 200
-        assert time.monotonic() - started < 0.5  # at most the slice under way, then "next"
+        # At most the slice under way (0.2 s), then "next"; the rest of the heavy request
+        # would take 0.6 s more (the count below shows it was dropped).
+        assert time.monotonic() - started < 0.8
     decoded = [text for call_ in held.calls for text in call_]
     assert decoded[-1] == "next" and len(decoded) <= 5  # the heavy rest was dropped
     gc.collect()  # a result nobody took would be logged now, as asyncio collects its future
