@@ -4,7 +4,7 @@ the length of the server's log and its exit on SIGTERM.
 
     python bench/serve_abuse.py              # a toy run trained here (about a minute), 30 s a phase
     python bench/serve_abuse.py --run RUN    # a trained run and its test sentences
-    python bench/serve_abuse.py --quick      # a tiny toy run, 1.5 s a phase
+    python bench/serve_abuse.py --quick      # a tiny toy run, 1 s a phase
 
 Without --run the script trains a toy en→de run (d_model 64, 200 steps) and the normal client
 sends its 200 test sentences. One `tfm serve --port 0` process (the command as a user starts it:
@@ -65,14 +65,14 @@ def main(argv: list[str] | None = None) -> dict:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--run", type=Path, help="A trained run (default: a toy run trained here).")
-    parser.add_argument("--quick", action="store_true", help="A tiny toy run, 1.5 s a phase.")
+    parser.add_argument("--quick", action="store_true", help="A tiny toy run, 1 s a phase.")
     parser.add_argument("--seconds", type=float, default=30, help="Seconds a phase.")
     parser.add_argument("--idle", type=int, default=1000, help="Idle connections held.")
     parser.add_argument("--heavy", type=int, default=10, help="Clients sending heavy requests.")
     parser.add_argument("--malformed", type=float, default=100, help="Malformed requests a second.")
     args = parser.parse_args(argv)
     if args.quick:
-        args.seconds = 1.5
+        args.seconds = 1.0
     with tempfile.TemporaryDirectory() as scratch:
         run, sentences = _run_and_sentences(args, Path(scratch))
         log_file = Path(scratch) / "serve.log"

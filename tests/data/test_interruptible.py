@@ -33,6 +33,8 @@ def test_garbage_left_before_the_fork_is_finalized_here_not_in_the_worker(tmp_pa
     try:
         Finalized(path)  # garbage at once: reachable only from itself
         worker_pid = interruptibly(collect_and_report_pid)
+        assert not path.exists()  # the worker's collection left it alone
+        gc.collect()
     finally:
         if enabled:
             gc.enable()
