@@ -1,8 +1,9 @@
 """Start-up cost: `tfm translate` and training on files or the toy corpus never import what they
 do not use. `datasets` (with pandas and pyarrow, about a second) is for hub and disk sources,
-matplotlib for pictures, sacreBLEU for scoring. Checked in a fresh process, whose sys.modules
-holds exactly what it imported."""
+matplotlib for pictures, sacreBLEU for scoring; `tfm data check` needs no torch (more than a
+second). Checked in a fresh process, whose sys.modules holds exactly what it imported."""
 
+import json
 import os
 import subprocess
 import sys
@@ -38,3 +39,33 @@ def test_translate_and_the_toy_corpus_import_no_heavy_module(trained_run):
     assert child.returncode == 0, child.stderr
     assert child.stdout.count("\n") == 1  # the translation
     assert child.stderr.splitlines()[-1] == "heavy:"
+
+
+CHECK = """
+import sys
+from tfm.cli import main
+
+sys.argv = ["tfm", "data", "check", "--config", sys.argv[1], "--json"]
+try:
+    main()
+except SystemExit as exit:
+    assert not exit.code, exit.code
+print("torch:", "torch" in sys.modules, file=sys.stderr)
+"""
+
+
+def test_data_check_imports_no_torch(tmp_path):
+    config = tmp_path / "check.yaml"
+    toy = {"n_train": 50, "n_validation": 5, "n_test": 5}
+    settings = {"data": {"toy": toy, "cache_dir": str(tmp_path / "cache")},
+                "tokenizer": {"vocab_size": 200}}  # fmt: skip
+    config.write_text(json.dumps(settings), encoding="utf-8")  # JSON is YAML
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    child = subprocess.run(
+        [sys.executable, "-c", CHECK, str(config)], capture_output=True, text=True, env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert child.returncode == 0, child.stderr
+    report = json.loads(child.stdout)
+    assert report["splits"]["train"]["pairs"] == 50  # it did check the corpus
+    assert child.stderr.splitlines()[-1] == "torch: False"
