@@ -1,8 +1,9 @@
 """Shared set-up for the benchmarks that train or decode with tfm's own code (`decode_speed.py`,
 `train_speed.py`, `cuda_precision.py`, `multi30k.py`): where the Multi30k copy
 is, the German-English config, the tiny toy config of every `--quick` run, a real training
-`Session` in a throw-away run directory, memory readings and the median of paired ratios. Not a
-benchmark itself.
+`Session` in a throw-away run directory, a trained run's test split (or a toy run's, trained for
+the serve and export benchmarks' quick modes), memory readings and the median of paired ratios.
+Not a benchmark itself.
 
 The Multi30k copy is read in place from `--data DIR`, else `$TFM_MULTI30K`, else
 `../shared/data/multi30k` beside the checkout; a `--quick` run needs none: it trains on the built-in
@@ -130,6 +131,20 @@ def training_session(
             yield session, DataParallel(Replicas(), session, StopFlag())
         finally:
             os.chdir(cwd)
+
+
+def run_and_test_split(
+    run: Path | None, scratch: Path, overrides: Sequence[str]
+) -> tuple[Path, list[str], list[str]]:
+    """`run`, else a toy run trained in `scratch`/run with `overrides`; and the sources and
+    references of its own test split."""
+    from tfm.api import load_texts, train
+
+    if run is None:
+        run = scratch / "run"
+        train(load_config(None, [f"run_dir={run}", *overrides]), progress_bar=False)
+    src, tgt, _ = load_texts(load_config(run / "config.yaml", stored=True).data, "test")
+    return run, src, tgt
 
 
 def rss_mib() -> tuple[float, float]:

@@ -33,12 +33,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 ENGINES = ("tfm", "ct2-float32", "ct2-int8")
 QUANTIZATION = {"ct2-float32": "none", "ct2-int8": "int8"}
 QUICK_SENTENCES = 20
 QUICK_RUN = [
-    "data.toy.n_train=2000", "data.toy.n_validation=10", "data.toy.n_test=20",
+    "data.toy.n_train=2000", "data.toy.n_validation=10", f"data.toy.n_test={QUICK_SENTENCES}",
     "tokenizer.vocab_size=200", "model.d_model=64", "model.n_heads=4", "model.n_encoder_layers=1",
     "model.n_decoder_layers=1", "model.d_ff=128", "model.dropout=0.0", "train.max_steps=150",
     "train.validate_every=150", "train.max_tokens=1500", "train.lr=5e-3", "train.warmup_steps=30",
@@ -67,12 +68,9 @@ def test_sentences(run: Path, data: Path, n: int) -> tuple[list[str], list[str]]
 def quick_run(folder: Path, run: Path | None = None) -> tuple[Path, list[str], list[str]]:
     """`run` (else a toy run trained here for a few seconds) and the first 20 sentences of its
     own test split, with references."""
-    from tfm.api import load_config, load_texts, train
+    from _multi30k import run_and_test_split  # here: the engines' children never import torch
 
-    if run is None:
-        run = folder / "run"
-        train(load_config(None, [f"run_dir={run}", *QUICK_RUN]), progress_bar=False)
-    src, tgt, _ = load_texts(load_config(run / "config.yaml", stored=True).data, "test")
+    run, src, tgt = run_and_test_split(run, folder, QUICK_RUN)
     return run, src[:QUICK_SENTENCES], tgt[:QUICK_SENTENCES]
 
 

@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _multi30k import QUICK_TRAINING, machine  # noqa: E402
+from _multi30k import QUICK_TRAINING, machine, run_and_test_split  # noqa: E402
 
 HOST = "127.0.0.1"
 GOALS = {"none": None, "idle": 1.0, "heavy": 3.0, "malformed": 1.0}  # p99 seconds
@@ -86,15 +86,9 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def _run_and_sentences(args: argparse.Namespace, scratch: Path) -> tuple[Path, list[str]]:
-    from tfm.api import load_config, load_texts, train
-
-    if args.run is None:
-        overrides = QUICK_TRAINING if args.quick else TOY
-        config = load_config(None, [f"run_dir={scratch / 'run'}", *overrides])
-        train(config, progress_bar=False)
-        args.run = scratch / "run"
-    config = load_config(args.run / "config.yaml", stored=True)
-    return args.run, [s for s in load_texts(config.data, "test")[0] if s.strip()]
+    overrides = QUICK_TRAINING if args.quick else TOY
+    args.run, src, _ = run_and_test_split(args.run, scratch, overrides)
+    return args.run, [s for s in src if s.strip()]
 
 
 def _serve_and_abuse(run: Path, sentences: list[str], log_file: Path, args) -> tuple[list, int]:

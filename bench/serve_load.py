@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _multi30k import QUICK_TRAINING, data_dir, machine  # noqa: E402
+from _multi30k import QUICK_TRAINING, data_dir, machine, run_and_test_split  # noqa: E402
 
 HOST = "127.0.0.1"
 REQUEST_TIMEOUT_S = 60
@@ -85,14 +85,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 def _run_and_sentences(args: argparse.Namespace, scratch: Path) -> tuple[Path, list[str]]:
     if args.quick:
-        from tfm.api import load_config, load_texts, train
-
-        if args.run is None:
-            args.run = scratch / "run"
-            config = load_config(None, [f"run_dir={args.run}", *QUICK_TRAINING])
-            train(config, progress_bar=False)
-        config = load_config(args.run / "config.yaml", stored=True)
-        return args.run, load_texts(config.data, "test")[0]
+        args.run, src, _ = run_and_test_split(args.run, scratch, QUICK_TRAINING)
+        return args.run, src
     if args.run is None:
         sys.exit("give --run RUN (a trained run) or --quick")
     from tfm.api import load_config

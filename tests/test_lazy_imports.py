@@ -30,12 +30,16 @@ print("heavy:", *[name for name in {heavy!r} if name in sys.modules], file=sys.s
 """
 
 
-def test_translate_and_the_toy_corpus_import_no_heavy_module(trained_run):
+def fresh_process(code: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -c code args` with this checkout's tfm importable: its output, as text."""
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD.format(heavy=HEAVY), str(trained_run)],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_translate_and_the_toy_corpus_import_no_heavy_module(trained_run):
+    child = fresh_process(CHILD.format(heavy=HEAVY), str(trained_run))
     assert child.returncode == 0, child.stderr
     assert child.stdout.count("\n") == 1  # the translation
     assert child.stderr.splitlines()[-1] == "heavy:"
@@ -60,11 +64,7 @@ def test_data_check_imports_no_torch(tmp_path):
     settings = {"data": {"toy": toy, "cache_dir": str(tmp_path / "cache")},
                 "tokenizer": {"vocab_size": 200}}  # fmt: skip
     config.write_text(json.dumps(settings), encoding="utf-8")  # JSON is YAML
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    child = subprocess.run(
-        [sys.executable, "-c", CHECK, str(config)], capture_output=True, text=True, env=env,
-        timeout=120,
-    )  # fmt: skip
+    child = fresh_process(CHECK, str(config))
     assert child.returncode == 0, child.stderr
     report = json.loads(child.stdout)
     assert report["splits"]["train"]["pairs"] == 50  # it did check the corpus

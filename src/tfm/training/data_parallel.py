@@ -174,7 +174,8 @@ class DataParallel:
         """Drop the DDP wrapper, whose reducer holds the process group: torn down in the
         reverse order of set-up, before the group is destroyed (`process_group`)."""
         self.module = self.session.model
-        self.__dict__.pop("_ddp", None)
+        if self.replicas.active:
+            del self._ddp
 
     def gradient_sync(self, *, last: bool) -> contextlib.AbstractContextManager:
         """Accumulate locally; average gradients over processes in the step's last backward."""
