@@ -63,7 +63,8 @@ def test_a_killed_torchrun_worker_is_one_line_on_the_survivor(tmp_path):
     config = tiny_config_file(tmp_path, max_steps=10**6, max_epochs=None,
                           validate_every=10**5, checkpoint_every=25, device="cpu")  # fmt: skip
     run = tmp_path / "run"
-    process = torchrun("-m", "tfm", "train", "--config", str(config), "--no-progress")
+    command = ("-m", "tfm", "train", "--config", str(config), "--no-progress")
+    process = torchrun(*command, logs=tmp_path / "logs")
     try:
         wait_for(lambda: has_checkpoint(run), process)
         assert holder(run) == str(rank_pid(process.pid, 0))  # process 0 alone holds the lock

@@ -51,10 +51,13 @@ def write_config(folder: Path, **train_keys) -> Path:
     return tiny_config_file(folder, WIDER, DATA_PARALLEL, **train_keys)
 
 
-def torchrun(*args: str) -> subprocess.Popen:
+def torchrun(*args: str, logs: Path) -> subprocess.Popen:
+    """2 processes of `args` under torchrun, whose agent keeps its logs in `logs` (by default it
+    makes a folder in the system's temporary directory and leaves it there)."""
     path = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               f"--log-dir={logs}"]  # fmt: skip
     return subprocess.Popen(
         [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -106,9 +109,10 @@ def reference(tmp_path_factory):
 def two_processes(tmp_path_factory):
     """One step with 2 processes; each saved its weights and gradients."""
     tmp = tmp_path_factory.mktemp("ddp")
-    proc = torchrun(WORKER, str(write_config(tmp)), str(tmp))
+    proc = torchrun(WORKER, str(write_config(tmp)), str(tmp), logs=tmp / "logs")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
+    assert [p.name for p in (tmp / "logs").glob("*/attempt_0")] == ["attempt_0"]  # logs kept here
     assert "each optimizer step takes 2 processes × 1 accumulated = 2 batches" in err
     ranks = [torch.load(tmp / f"rank{r}.pt") for r in (0, 1)]
     return tmp / "run", ranks
@@ -145,7 +149,8 @@ def test_resume_continues_and_a_signal_to_one_rank_stops_both(tmp_path, referenc
     run = tmp_path / "run"
     shutil.copytree(two_processes[0], run)
     config = write_config(tmp_path, max_steps=N_STEPS)
-    proc = torchrun("-m", "tfm", "train", "--config", str(config), "--resume", "--no-progress")
+    command = ("-m", "tfm", "train", "--config", str(config), "--resume", "--no-progress")
+    proc = torchrun(*command, logs=tmp_path / "logs")
     deadline = time.monotonic() + 120
     while len(losses(run)) < 3:  # the copied run has step 1's; wait for two more
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
