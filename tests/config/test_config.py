@@ -147,3 +147,18 @@ def test_a_cosine_decay_given_no_length_is_refused_at_load(tmp_path):
     path = write(tmp_path, "train:\n  schedule: cosine\n  decay_steps: null\n")
     assert error_lines(path)[0].startswith(f"{path}, line 3: train.decay_steps: null with")
     assert load_config(None, ["train.schedule=cosine"]).train.decay_steps is None  # to plan
+
+
+@pytest.mark.parametrize("text", ["", "# data: to come\n"])
+def test_an_empty_file_is_all_defaults_and_says_so(tmp_path, caplog, text):
+    """An empty file trains the toy corpus: more often a mistake than a choice, so it is named;
+    `{}` says "all defaults" on purpose and is not."""
+    assert load_config(write(tmp_path, text)) == load_config(None)
+    (line,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert line.startswith(f"{tmp_path / 'c.yaml'} is empty: every key takes its default (")
+    assert "the built-in toy corpus" in line and "write {} in it" in line
+    caplog.clear()
+    load_config(write(tmp_path, text), ["train.max_steps=5"])
+    assert "every key not given with --set takes its default" in caplog.records[0].getMessage()
+    caplog.clear()
+    assert load_config(write(tmp_path, "{}\n")) == load_config(None) and not caplog.records

@@ -6,6 +6,7 @@ file's line (or the --set that typed it), and for a misspelt key the closest val
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import stat
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ from pydantic import BaseModel, ValidationError
 from tfm.config.schema import Config
 from tfm.config.yaml_reader import read_yaml
 from tfm.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def load_config(
@@ -38,7 +41,13 @@ def load_config(
                 f"{name} is empty: a run's config.yaml holds every setting it was trained with; "
                 "restore it"
             )
-        if data is None:
+        if data is None:  # no document: an empty file, or comments only
+            log.warning(
+                "%s is empty: every key%s takes its default (a config that names no data trains "
+                "on the built-in toy corpus); write {} in it to mean that without this warning",
+                name,
+                " not given with --set" if overrides else "",
+            )
             data = {}
         if not isinstance(data, dict):
             found = type(data).__name__

@@ -189,7 +189,9 @@ def render(root: type[BaseModel] = Config) -> str:
         "A config file is YAML with the sections below and sets only what differs from the "
         "defaults. One key can be set on the command line too: `tfm train --config FILE --set "
         "train.max_steps=600`. An unknown key, a wrong type or a value out of range is an error "
-        "that names the key. `null` is YAML's empty value (none, off).",
+        "that names the key. `null` is YAML's empty value (none, off). `{}` is a config with "
+        "every key at its default (the built-in toy corpus); an empty file means the same but is "
+        "warned about, as it is more often a mistake.",
         "",
         "A key marked *recipe* has no default: it is either given or derived from the training "
         "data, the device and the budget (`src/tfm/training/recipe/`): vocabulary, model shape, "
