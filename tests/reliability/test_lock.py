@@ -74,7 +74,7 @@ def test_a_killed_torchrun_worker_is_one_line_on_the_survivor(tmp_path):
         process.kill()
     errors = [line for line in stderr.splitlines() if line.startswith("tfm: error: ")]
     assert len(errors) == 1, stderr
-    assert "process 0 of 2 lost contact with the other training processes" in errors[0]
+    assert "process 0 of 2 lost contact with the other training processes" in errors[0], stderr
     resume = f"--nproc_per_node=2 -m tfm train --config {run / 'config.yaml'} --resume`"
-    assert resume in errors[0]
+    assert resume in errors[0], stderr
     assert "[rank0]: Traceback" not in stderr and "pair.cc" not in stderr, stderr
