@@ -104,21 +104,29 @@ def test_rate_warmup_and_decay_follow_the_planned_steps():
         25, 250, 800, 4000,
     )  # fmt: skip
     assert t["validate_every"] == math.ceil(steps / 8)
-    # The reasons count the same validations: the last of the eight every validate_every steps
-    # is the one at the end (40 epochs make a multiple of 8 steps).
+    # The reasons count the same validations: of the eight, the last is the one at the end, and
+    # patience is half of the seven before it, which can stop the run.
     every = t["validate_every"]
-    assert t["patience"] == 4 and settings.reasons["train.patience"] == (
-        f"half of 8 validations every {every:,} of {steps:,} steps"
+    assert steps % every == 0  # 40 epochs make a multiple of 8 steps: the 8th is at the end
+    assert t["patience"] == 3 and settings.reasons["train.patience"] == (
+        f"half of 7 validations before the end's, every {every:,} of {steps:,} steps"
     )
     assert settings.reasons["train.validate_every"] == (
         f"8 validations in {steps:,} steps, the last at the end"
     )
+    # Whether or not the cadence divides the steps, 8 planned validations give the same count.
+    for total in (8_000, 8_001, 8_007):
+        validate = rules.validations(total, affordable=None).value
+        assert rules.patience(total, validate).value == 3, total
     # 658 steps at 3 affordable: every 220 steps, the third validation is the end's.
     assert rules.validations(658, affordable=3).value == 220
     few = rules.patience(658, 220)
     assert few.value is None and few.rule == (
-        "2 validations every 220 of 658 steps: too few to stop early"
+        "2 validations before the end's, every 220 of 658 steps: too few to stop early"
     )
+    # Six planned validations leave five that can stop the run: too few, divisible or not.
+    assert rules.patience(600, 100).value is None and rules.patience(599, 100).value is None
+    assert rules.patience(700, 100).value == 3
 
 
 def test_a_deeper_stack_warms_up_longer():

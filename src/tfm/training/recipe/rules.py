@@ -179,11 +179,12 @@ def validations(steps: int, *, affordable: int | None) -> Choice:
 
 
 def patience(steps: int, every: int) -> Choice:
-    """Stop after half the validations every `every` of `steps` without a better score (none
-    under 6); under the cosine decay the run then cools down before it stops
-    (training/clock.py)."""
-    count = steps // every
-    planned = f"{count} validations every {every:,} of {steps:,} steps"
+    """Stop after half the validations that can stop the run without a better score (none under
+    6): those every `every` of `steps` before the one at the end, which has nothing left to stop,
+    so that the count is the same whether or not `every` divides `steps`. Under the cosine decay
+    the run then cools down before it stops (training/clock.py)."""
+    count = math.ceil(steps / every) - 1
+    planned = f"{count} validations before the end's, every {every:,} of {steps:,} steps"
     if count < 6:
         return Choice(None, f"{planned}: too few to stop early")
     return Choice(count // 2, f"half of {planned}")
