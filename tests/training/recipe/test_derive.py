@@ -127,6 +127,9 @@ def test_rate_warmup_and_decay_follow_the_planned_steps():
     # Six planned validations leave five that can stop the run: too few, divisible or not.
     assert rules.patience(600, 100).value is None and rules.patience(599, 100).value is None
     assert rules.patience(700, 100).value == 3
+    assert rules.patience(860, 500).rule == (  # the toy run's
+        "1 validation before the end's, every 500 of 860 steps: too few to stop early"
+    )
 
 
 def test_a_deeper_stack_warms_up_longer():

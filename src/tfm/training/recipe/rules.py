@@ -184,7 +184,8 @@ def patience(steps: int, every: int) -> Choice:
     so that the count is the same whether or not `every` divides `steps`. Under the cosine decay
     the run then cools down before it stops (training/clock.py)."""
     count = math.ceil(steps / every) - 1
-    planned = f"{count} validations before the end's, every {every:,} of {steps:,} steps"
+    noun = "validation" if count == 1 else "validations"
+    planned = f"{count} {noun} before the end's, every {every:,} of {steps:,} steps"
     if count < 6:
         return Choice(None, f"{planned}: too few to stop early")
     return Choice(count // 2, f"half of {planned}")
