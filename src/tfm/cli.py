@@ -500,13 +500,15 @@ app.add_typer(data_app, name="data")
 
 @data_app.command("check")
 @_command
-def data_check(config: ConfigOption, as_json: JsonOption = False) -> None:
+def data_check(
+    config: ConfigOption, overrides: SetOption = None, as_json: JsonOption = False
+) -> None:
     """Counts, lengths, length-ratio outliers, duplicates, train overlap, tokens per word and
     `<unk>` rate of each split, as a table (or --json)."""
     from tfm.commands.runs import check_corpus
     from tfm.data.check import format_table
 
-    report = check_corpus(config)
+    report = check_corpus(config, overrides=overrides or [])
     typer.echo(json.dumps(report, ensure_ascii=False) if as_json else format_table(report))
 
 

@@ -87,6 +87,26 @@ def test_cli_prints_the_table_or_json(config_path):
     assert json.loads(result.stdout)["splits"]["train"]["duplicate_pairs"] == 1
 
 
+def test_cli_takes_set_overrides_as_train_does(config_path, tmp_path):
+    """The split and the limit checked are those the --set overrides name: here the test file
+    as the validation split, and a data.max_length that the outlier's 10-word target passes."""
+    test_tsv = tmp_path / "test.tsv"
+    result = CliRunner().invoke(app, [
+        "data", "check", "--config", str(config_path), "--json",
+        "--set", f"data.validation={{format: tsv, path: {test_tsv}, columns: [en, de]}}",
+        "--set", "data.max_length=8",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    splits = json.loads(result.stdout)["splits"]
+    assert splits["validation"]["pairs"] == len(TEST) and splits["test"]["pairs"] == len(TEST)
+    assert splits["train"]["longer_than_max_length"] >= 1
+    plain = check_data(load_config(config_path))["splits"]["train"]
+    assert plain["longer_than_max_length"] == 0  # the default max_length: none too long
+    result = CliRunner().invoke(app, ["data", "check", "--config", str(config_path),
+                                      "--set", "data.max_lenght=8"])  # fmt: skip
+    assert result.exit_code == 2 and "max_length" in result.stderr
+
+
 def test_cli_missing_config_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(app, ["data", "check", "--config", str(tmp_path / "no.yaml")])
     assert result.exit_code == 2

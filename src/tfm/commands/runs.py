@@ -4,6 +4,7 @@ starts in a fifth of the time."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tfm.config import load_config
@@ -12,9 +13,10 @@ from tfm.errors import UsageError
 from tfm.rundir.paths import find_run
 
 
-def check_corpus(config: Path) -> dict:
-    """The report of `tfm.data.check.check_data` on the corpus the YAML file `config` names."""
-    return check_data(load_config(config))
+def check_corpus(config: Path, *, overrides: Sequence[str] = ()) -> dict:
+    """The report of `tfm.data.check.check_data` on the corpus the YAML file `config` (with
+    `section.key=value` overrides, as `tfm train --set` takes them) names."""
+    return check_data(load_config(config, list(overrides)))
 
 
 def average_run(
