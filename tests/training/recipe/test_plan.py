@@ -70,6 +70,21 @@ def test_config_show_prints_the_plan_training_would_use(tmp_path):
     assert load_config(tmp_path / "shown.yaml") == trained
 
 
+def test_the_plan_says_how_many_pairs_data_max_length_keeps(tmp_path):
+    """The corpus line counts the pairs read; the rules after the BPE line count those training
+    keeps, and where data.max_length drops some, the BPE line says how many are left."""
+    config = config_file(tmp_path)
+    plain = invoke("config", "show", "--config", config).stdout
+    assert "#   corpus en→de: 400 pairs" in plain and "pairs within data.max_length" not in plain
+    assert "epochs of 400 pairs" in plain  # the dropout rule's count
+    cut = invoke("config", "show", "--config", config, "--set", "data.max_length=8")
+    assert cut.exit_code == 0, cut.output
+    (kept,) = re.findall(r"^#   BPE [\d,]+ \(the (\d+) pairs within data.max_length=8\): ",
+                         cut.stdout, re.M)  # fmt: skip
+    assert 0 < int(kept) < 400 and f"epochs of {kept} pairs" in cut.stdout
+    assert "#   corpus en→de: 400 pairs" in cut.stdout
+
+
 def test_keys_the_config_sets_win_over_the_recipe(tmp_path):
     config = config_file(
         tmp_path,

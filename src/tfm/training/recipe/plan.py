@@ -153,7 +153,7 @@ def plan_run(
     sized = with_values(config, settings.derived)
     train = entry.split(max_length=config.data.max_length)
     tokens = measure_tokens(lengths_of(train.src), lengths_of(train.tgt))
-    plan.lines.append(_describe_tokens(tokens, sized))
+    plan.lines.append(_describe_tokens(tokens, sized, texts.pairs))
     minutes = config.train.max_minutes
     validation = _Validation(sized, entry.tokenizer())
     inputs = Inputs(
@@ -249,9 +249,13 @@ def _describe_texts(texts: TextFigures, config: Config) -> str:
     )
 
 
-def _describe_tokens(tokens: TokenFigures, config: Config) -> str:
+def _describe_tokens(tokens: TokenFigures, config: Config, read: int) -> str:
+    """The encoded training split's figures, and how many of the `read` pairs it keeps where
+    data.max_length drops some (the rules after it count the kept pairs)."""
+    within = f"the {tokens.pairs:,} pairs within data.max_length={config.data.max_length}"
+    kept = "" if tokens.pairs == read else f" ({within})"
     return (
-        f"BPE {config.tokenizer.vocab_size:,}: tokens a sentence {tokens.src_mean:.1f} / "
+        f"BPE {config.tokenizer.vocab_size:,}{kept}: tokens a sentence {tokens.src_mean:.1f} / "
         f"{tokens.tgt_mean:.1f} (95th percentile {tokens.src_p95:.0f} / {tokens.tgt_p95:.0f}), "
         f"{tokens.tgt_tokens:,} target tokens"
     )
