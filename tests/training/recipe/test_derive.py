@@ -273,8 +273,20 @@ def test_start_checks_name_each_setting_that_cannot_work():
         "train.warmup_steps", "train.validate_every", "train.patience", "train.average_last",
     ]  # fmt: skip
     assert "set it to about 15" in found[0] and "set it to about 18" in found[1]
-    assert "only 0 validation(s) are planned in 150 steps" in found[2]
+    assert "of the 1 validation(s) planned in 150 steps" in found[2]
+    assert "0 come before the one at the end" in found[2]
     assert "than the 1 the run will keep" in found[3]
+    # Patience counts the validations that can stop the run, as the recipe's rule does: of 8
+    # every 100 of 800 steps, 7 come before the end's, and a patience of 7 needs 8 of them.
+    for steps in (800, 790):
+        for patience, warned in ((6, False), (7, True)):
+            keys = {"warmup_steps": 10, "validate_every": 100, "patience": patience,
+                    "average_last": 1, "keep_last": 3}  # fmt: skip
+            config = Config.model_validate({"train": keys})
+            found = [w for w in check_settings(config, steps) if w.startswith("train.patience")]
+            assert bool(found) == warned, (steps, patience)
+        assert f"of the 8 validation(s) planned in {steps} steps" in found[0]
+        assert "7 come before the one at the end" in found[0]
 
 
 def test_token_figures_count_framing_out_and_batches_at_the_longer_side():

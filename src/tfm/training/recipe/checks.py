@@ -60,17 +60,17 @@ def check_settings(config: Config, steps: int | None) -> list[str]:
             f"steps: the learning rate never reaches its peak; set it to about "
             f"{max(steps // 10, 1)} (or leave it out for the recipe's)"
         )
-    validations = steps // every
+    validations = -(-steps // every)  # the last at the end, whether or not `every` divides
     if every > steps:
         found.append(
             f"train.validate_every={t.validate_every} is longer than the {steps:,} planned "
             f"steps: training validates only at its end; set it to about {max(steps // 8, 1)}"
         )
-    if t.patience is not None and t.patience >= max(validations, 1):
+    if t.patience is not None and t.patience >= max(validations - 1, 1):
         found.append(
-            f"train.patience={t.patience} can never stop training: only {validations} "
-            f"validation(s) are planned in {steps:,} steps (train.validate_every="
-            f"{t.validate_every}); lower it or validate more often"
+            f"train.patience={t.patience} can never stop training: of the {validations} "
+            f"validation(s) planned in {steps:,} steps (train.validate_every={t.validate_every}),"
+            f" {validations - 1} come before the one at the end; lower it or validate more often"
         )
     kept = checkpoints_kept(config, steps)
     if average > kept:
