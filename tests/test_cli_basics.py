@@ -41,6 +41,19 @@ def test_an_unknown_device_is_named_as_typed(command):
     assert result.stderr == "tfm: error: --device gpu: expected auto, cpu, cuda or mps\n"
 
 
+@pytest.mark.parametrize("command", [["translate", "a sentence"], ["eval"], ["attention", "a"]])
+def test_no_run_yet_is_the_one_line_before_anything_else(command, tmp_path, monkeypatch):
+    """Where nothing was trained, the run is looked for first: no device line comes before the
+    error that says to train one."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*command)
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr == (
+        "tfm: error: no run given and none trained from this directory yet; run `tfm train "
+        "--config CONFIG` first or pass --run DIR\n"
+    )
+
+
 def commands(group=None, path=()):
     """(command path, its click command) for every command of `tfm`, subcommands included."""
     import typer.main

@@ -36,9 +36,10 @@ def open_torch(request: DecodeRequest) -> TorchTranslator:
         raise UsageError("--rerank-weight needs --rerank-with RUN (a reverse-direction run)")
     if request.rerank_with:
         request = for_reranking(request)
+    paths = find_run(request.run)  # a run that is not there is the one line, before the device
     target = select_device(request.device or "auto")
     use_threads(request.threads, level=logging.DEBUG)  # translate stays a quiet filter
-    trained = _load_main(request.run, request.checkpoint, target)
+    trained = _load_main(paths, request.checkpoint, target)
     dtype = resolve_precision(trained.config.train.precision, target)
     settings = DecodeSettings.from_config(trained.config.decoding, target, dtype,
                                           asked=request.search, n_best=request.n_best)  # fmt: skip
@@ -81,15 +82,14 @@ def load_run(
             f"{option} {run}: a CTranslate2 export cannot be used here; give the tfm run "
             "directory it was exported from"
         )
-    return _load_main(run, checkpoint, target)
+    return _load_main(find_run(run), checkpoint, target)
 
 
 def _load_main(
-    run: str | Path | None, checkpoint: str | Path | None, target: torch.device
+    paths: RunPaths, checkpoint: str | Path | None, target: torch.device
 ) -> TrainedModel:
     """The run with its best.pt (or last.pt), or with `checkpoint`; a corrupt best.pt is an
     error that advises `--checkpoint` with one of the run's checkpoints."""
-    paths = find_run(run)
     if checkpoint is not None:
         return load_trained(paths, target, model_file=_checkpoint_file(paths, checkpoint))
     try:
