@@ -167,6 +167,37 @@ def test_a_mistake_leaves_no_run_directory_and_the_fixed_command_works(
     assert (tmp_path / "run" / "last.pt").is_file()
 
 
+@pytest.mark.parametrize("command", [["train", "--no-progress"], ["config", "show"],
+                                     ["data", "check"]])  # fmt: skip
+@pytest.mark.parametrize("removed", [["validation.de"], ["validation.en", "validation.de"]])
+def test_a_missing_validation_file_is_named_before_the_training_split_is_prepared(
+    tmp_path, monkeypatch, command, removed
+):
+    """A mistyped validation path costs no BPE and no preparation of the training split first:
+    the one line names the first missing file and the key, and nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    for split in ("train", "validation"):
+        for lang, words in (("en", "the dog"), ("de", "der Hund")):
+            lines = "".join(f"{words} {i}\n" for i in range(40))
+            (tmp_path / f"{split}.{lang}").write_text(lines, encoding="utf-8")
+    for name in removed:
+        (tmp_path / name).unlink()
+    text = {"format": "text"}
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({"run_dir": "run", "data": {
+        "train": {**text, "path": "train"}, "validation": {**text, "path": "validation"},
+        "test": {**text, "path": "validation"}}}), encoding="utf-8")  # fmt: skip
+    result = invoke(*command, "--config", str(config))
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"tfm: error: {removed[0]}: no such file (check data.validation.path is 'validation'; "
+        "format 'text' reads validation.en and validation.de)"
+    )
+    assert "BPE" not in result.stderr and "prepared" not in result.stderr
+    kept = {"c.yaml", "train.en", "train.de", "validation.en", "validation.de"} - set(removed)
+    assert {p.name for p in tmp_path.iterdir()} == kept  # no run, no data cache
+
+
 @pytest.mark.parametrize(
     ("world_size", "launcher"), [(1, "tfm"), (2, "torchrun --nproc_per_node=2 -m tfm")]
 )

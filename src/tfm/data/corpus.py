@@ -23,13 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tfm.config import SourceConfig, ToyConfig
+from tfm.config import DataConfig, SourceConfig, ToyConfig
 from tfm.data.formats import (
     Hashing,
     Pairs,
     PairStream,
+    check_files_exist,
     chunked,
     field_names,
+    files_read,
     jsonl_pairs,
     text_pairs,
     tsv_pairs,
@@ -96,6 +98,17 @@ class LoadReport:
         more = ", …" if n > len(shown) else ""
         unit = self.unit if len(shown) == 1 else f"{self.unit}s"
         return f" at {unit} {', '.join(map(str, shown))}{more}"
+
+
+def check_split_files(data: DataConfig, splits: Sequence[str]) -> None:
+    """Every file the `splits` of `data` read is there (DataError for the first that is not),
+    checked before any is read: a mistyped validation path is named at the start, not after the
+    training split has been prepared."""
+    for split in splits:
+        source = getattr(data, split)
+        files = files_read(source.format, source.path or "", key=f"data.{split}",
+                           src_lang=data.src_lang, tgt_lang=data.tgt_lang)  # fmt: skip
+        check_files_exist(files)
 
 
 def load_split(

@@ -151,8 +151,9 @@ def text_pairs(
     prefix: str, *, src_lang: str, tgt_lang: str, key: str, hashing: Hashing | None = None
 ) -> PairStream:
     """`read_text`, streamed (the files' bytes told to `hashing`)."""
-    src_path, tgt_path = text_files(prefix, src_lang=src_lang, tgt_lang=tgt_lang)
-    hint = f"{key}.path is '{prefix}'; format 'text' reads {src_path} and {tgt_path}"
+    (src_path, hint), (tgt_path, _) = files_read(
+        "text", prefix, key=key, src_lang=src_lang, tgt_lang=tgt_lang
+    )
 
     def pairs() -> Iterator[tuple[str, str]]:
         src = iter_lines(src_path, key=hint, hashing=hashing)
@@ -178,6 +179,29 @@ def text_pairs(
 def text_files(prefix: str, *, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
     """The two files format `text` reads, source first."""
     return Path(f"{prefix}.{src_lang}"), Path(f"{prefix}.{tgt_lang}")
+
+
+def files_read(
+    format: str, path: str, *, key: str, src_lang: str, tgt_lang: str
+) -> list[tuple[Path, str]]:
+    """The files the file format `format` reads for the source at `path` (config key `key`,
+    such as "data.train"), each with what its errors tell the user to check; [] for the formats
+    that read no file of their own (toy, hub, disk)."""
+    if format == "text":
+        src_path, tgt_path = text_files(path, src_lang=src_lang, tgt_lang=tgt_lang)
+        hint = f"{key}.path is '{path}'; format 'text' reads {src_path} and {tgt_path}"
+        return [(src_path, hint), (tgt_path, hint)]
+    if format in ("tsv", "jsonl"):
+        return [(Path(path), f"{key}.path")]
+    return []
+
+
+def check_files_exist(files: Iterable[tuple[Path, str]]) -> None:
+    """DataError for the first of `files` (`files_read`'s) that is not there, in the words
+    reading it would use: found before any file is read."""
+    for path, hint in files:
+        if not path.exists():
+            raise DataError(f"{path}: no such file (check {hint})")
 
 
 def read_tsv(

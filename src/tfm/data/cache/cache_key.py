@@ -23,7 +23,7 @@ from pathlib import Path
 from tfm.atomic import atomic_write_text
 from tfm.config import Config, SourceConfig
 from tfm.data.corpus import stream_split
-from tfm.data.formats import text_files
+from tfm.data.formats import files_read
 
 VERSION = 2  # of the cache's folder layout; another version is another key
 SIDES = ("src", "tgt")  # the file stems of an entry's two sides
@@ -142,11 +142,9 @@ def input_bytes(config: Config) -> int:
 
 def source_files(source: SourceConfig, *, src_lang: str, tgt_lang: str) -> list[Path] | None:
     """The files a file-format source reads (in source, target order), or None for the others."""
-    if source.format == "text":
-        return list(text_files(source.path or "", src_lang=src_lang, tgt_lang=tgt_lang))
-    if source.format in ("tsv", "jsonl"):
-        return [Path(source.path or "")]
-    return None
+    files = files_read(source.format, source.path or "", key="", src_lang=src_lang,
+                       tgt_lang=tgt_lang)  # fmt: skip
+    return [path for path, _ in files] or None
 
 
 def _hash(value: object) -> str:
