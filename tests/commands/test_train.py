@@ -198,6 +198,32 @@ def test_a_missing_validation_file_is_named_before_the_training_split_is_prepare
     assert {p.name for p in tmp_path.iterdir()} == kept  # no run, no data cache
 
 
+@pytest.mark.parametrize("command", [["train", "--no-progress"], ["config", "show"],
+                                     ["data", "check"]])  # fmt: skip
+def test_no_validation_split_for_another_pair_is_named_before_anything_is_read(
+    tmp_path, monkeypatch, command
+):
+    """A config that names no validation split gets the toy corpus's, which is English–German:
+    for another pair that is said at the start, not after the training split's preparation."""
+    monkeypatch.chdir(tmp_path)
+    for lang, words in (("en", "the dog"), ("fr", "le chien")):
+        lines = "".join(f"{words} {i}\n" for i in range(40))
+        (tmp_path / f"train.{lang}").write_text(lines, encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({"run_dir": "run", "data": {
+        "src_lang": "en", "tgt_lang": "fr", "train": {"format": "text", "path": "train"}}}),
+        encoding="utf-8")  # fmt: skip
+    result = invoke(*command, "--config", str(config))
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr.splitlines()[-1] == (
+        "tfm: error: data.validation is the built-in toy corpus (what a config that names no "
+        "validation split gets), which is English–German, but src_lang/tgt_lang are 'en'/'fr': "
+        "give data.validation in the config"
+    )
+    assert "BPE" not in result.stderr and "prepared" not in result.stderr
+    assert {p.name for p in tmp_path.iterdir()} == {"c.yaml", "train.en", "train.fr"}
+
+
 @pytest.mark.parametrize(
     ("world_size", "launcher"), [(1, "tfm"), (2, "torchrun --nproc_per_node=2 -m tfm")]
 )

@@ -23,7 +23,7 @@ import numpy as np
 
 from tfm.config import SPLITS, Config
 from tfm.data.cache.prepared_cache import prepared_entry
-from tfm.data.corpus import check_split_files
+from tfm.data.corpus import check_splits_readable
 from tfm.data.pipeline import load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
@@ -41,7 +41,7 @@ EXAMPLES = 3
 
 def check_data(config: Config) -> dict:
     """The report (JSON-ready) for the config's data and tokenizer sections."""
-    check_split_files(config.data, SPLITS)  # before the training split is prepared
+    check_splits_readable(config.data, SPLITS)  # before the training split is prepared
     entry = prepared_entry(config)
     report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
     tokenizer = entry.tokenizer()

@@ -100,12 +100,15 @@ class LoadReport:
         return f" at {unit} {', '.join(map(str, shown))}{more}"
 
 
-def check_split_files(data: DataConfig, splits: Sequence[str]) -> None:
-    """Every file the `splits` of `data` read is there (DataError for the first that is not),
-    checked before any is read: a mistyped validation path is named at the start, not after the
-    training split has been prepared."""
+def check_splits_readable(data: DataConfig, splits: Sequence[str]) -> None:
+    """Before any split is read: every file the `splits` of `data` read is there, and a split
+    left to the built-in toy corpus is asked for in the toy's languages (DataError for the first
+    problem). A mistyped validation path, or a config that names no validation split for another
+    language pair, is named at the start, not after the training split has been prepared."""
     for split in splits:
         source = getattr(data, split)
+        if source.format == "toy":
+            _check_toy_languages(split, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
         files = files_read(source.format, source.path or "", key=f"data.{split}",
                            src_lang=data.src_lang, tgt_lang=data.tgt_lang)  # fmt: skip
         check_files_exist(files)
@@ -328,7 +331,7 @@ def _toy_corpus(n_train: int, n_validation: int, n_test: int, seed: int) -> dict
     return toy.generate(n_train=n_train, n_validation=n_validation, n_test=n_test, seed=seed)
 
 
-def _read_toy(toy: ToyConfig, *, split: str, src_lang: str, tgt_lang: str) -> Pairs:
+def _check_toy_languages(split: str, *, src_lang: str, tgt_lang: str) -> None:
     if {src_lang, tgt_lang} != {"en", "de"}:
         instead = " (or score files: tfm eval --src FILE --ref FILE)" if split == "test" else ""
         raise DataError(
@@ -336,6 +339,10 @@ def _read_toy(toy: ToyConfig, *, split: str, src_lang: str, tgt_lang: str) -> Pa
             f"gets), which is English–German, but src_lang/tgt_lang are '{src_lang}'/"
             f"'{tgt_lang}': give data.{split} in the config{instead}"
         )
+
+
+def _read_toy(toy: ToyConfig, *, split: str, src_lang: str, tgt_lang: str) -> Pairs:
+    _check_toy_languages(split, src_lang=src_lang, tgt_lang=tgt_lang)
     try:
         corpus = _toy_corpus(toy.n_train, toy.n_validation, toy.n_test, toy.seed)
     except ValueError as exc:  # sizes the grammar cannot reach
