@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tfm.config import Config, planned
 from tfm.data.corpus_figures import TextFigures
+from tfm.training.recipe.rules import validations_that_can_stop
 
 FEWEST_PAIRS = 300  # below this, no model learns to translate
 MOSTLY_IDENTICAL = 0.5  # share of pairs with the same text on both sides
@@ -60,17 +61,17 @@ def check_settings(config: Config, steps: int | None) -> list[str]:
             f"steps: the learning rate never reaches its peak; set it to about "
             f"{max(steps // 10, 1)} (or leave it out for the recipe's)"
         )
-    validations = -(-steps // every)  # the last at the end, whether or not `every` divides
+    can_stop = validations_that_can_stop(steps, every)
     if every > steps:
         found.append(
             f"train.validate_every={t.validate_every} is longer than the {steps:,} planned "
             f"steps: training validates only at its end; set it to about {max(steps // 8, 1)}"
         )
-    if t.patience is not None and t.patience >= max(validations - 1, 1):
+    if t.patience is not None and t.patience >= max(can_stop, 1):
         found.append(
-            f"train.patience={t.patience} can never stop training: of the {validations} "
+            f"train.patience={t.patience} can never stop training: of the {can_stop + 1} "
             f"validation(s) planned in {steps:,} steps (train.validate_every={t.validate_every}),"
-            f" {validations - 1} come before the one at the end; lower it or validate more often"
+            f" {can_stop} come before the one at the end; lower it or validate more often"
         )
     kept = checkpoints_kept(config, steps)
     if average > kept:

@@ -178,12 +178,18 @@ def validations(steps: int, *, affordable: int | None) -> Choice:
     return Choice(every, f"{count} validations in {steps:,} steps, the last at the end{limit}")
 
 
+def validations_that_can_stop(steps: int, every: int) -> int:
+    """Of the validations every `every` of `steps` (the last at the end, whether or not `every`
+    divides `steps`), those that can stop the run: all but the one at the end."""
+    return math.ceil(steps / every) - 1
+
+
 def patience(steps: int, every: int) -> Choice:
     """Stop after half the validations that can stop the run without a better score (none under
     6): those every `every` of `steps` before the one at the end, which has nothing left to stop,
     so that the count is the same whether or not `every` divides `steps`. Under the cosine decay
     the run then cools down before it stops (training/clock.py)."""
-    count = math.ceil(steps / every) - 1
+    count = validations_that_can_stop(steps, every)
     noun = "validation" if count == 1 else "validations"
     planned = f"{count} {noun} before the end's, every {every:,} of {steps:,} steps"
     if count < 6:
