@@ -107,6 +107,31 @@ def test_cli_takes_set_overrides_as_train_does(config_path, tmp_path):
     assert result.exit_code == 2 and "max_length" in result.stderr
 
 
+def test_a_config_without_a_test_split_checks_the_other_two_and_says_so(tmp_path):
+    """Training needs no test split: where the config names none and the pair is not the toy
+    corpus's, the check covers train and validation and a note says why test is missing."""
+    lines = [f"run_dir: {tmp_path / 'run'}", "data:", "  src_lang: en", "  tgt_lang: fr"]
+    for split, pairs in (("train", TRAIN), ("validation", VALIDATION)):
+        path = tmp_path / f"{split}.tsv"
+        path.write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
+        lines.append(f"  {split}: {{format: tsv, path: {path}, columns: [en, fr]}}")
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join([*lines, "tokenizer: {vocab_size: 120, min_frequency: 1}"]) + "\n")
+    result = CliRunner().invoke(app, ["data", "check", "--config", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert list(report["splits"]) == ["train", "validation"]
+    assert report["splits"]["validation"]["pairs"] == len(VALIDATION)
+    assert report["notes"][-1] == (
+        "test: not checked: the config names no test split (the built-in toy corpus it would "
+        "get is English–German); give data.test to check one"
+    )
+    # English–German: the toy corpus is a test split it can read, and is checked as one
+    german = config.read_text().replace("tgt_lang: fr", "tgt_lang: de").replace("fr]", "de]")
+    config.write_text(german)
+    assert list(check_data(load_config(config))["splits"]) == ["train", "validation", "test"]
+
+
 def test_cli_missing_config_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(app, ["data", "check", "--config", str(tmp_path / "no.yaml")])
     assert result.exit_code == 2

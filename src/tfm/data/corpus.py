@@ -331,8 +331,13 @@ def _toy_corpus(n_train: int, n_validation: int, n_test: int, seed: int) -> dict
     return toy.generate(n_train=n_train, n_validation=n_validation, n_test=n_test, seed=seed)
 
 
+def toy_has_languages(src_lang: str, tgt_lang: str) -> bool:
+    """Whether the built-in toy corpus (English–German, either way) is in these languages."""
+    return {src_lang, tgt_lang} == {"en", "de"}
+
+
 def _check_toy_languages(split: str, *, src_lang: str, tgt_lang: str) -> None:
-    if {src_lang, tgt_lang} != {"en", "de"}:
+    if not toy_has_languages(src_lang, tgt_lang):
         instead = " (or score files: tfm eval --src FILE --ref FILE)" if split == "test" else ""
         raise DataError(
             f"data.{split} is the built-in toy corpus (what a config that names no {split} split "
