@@ -8,6 +8,7 @@ import pytest
 
 from tfm.config import Config
 from tfm.data.corpus_figures import SideFigures, TextFigures
+from tfm.errors import ConfigError
 from tfm.training.recipe import rules
 from tfm.training.recipe.checks import check_settings, checkpoints_kept
 from tfm.training.recipe.choices import Inputs, Settings
@@ -316,6 +317,19 @@ def test_a_shape_given_in_part_still_walks_the_timed_ladder():
     (line,) = [line for line in settings.lines if line.startswith("model m")]
     assert line.startswith(
         "model m with the given d_ff (d_model 256, 8 heads, 3+3 layers, d_ff 256):"
+    )
+
+
+def test_given_heads_that_do_not_divide_the_planned_width_are_one_error():
+    """n_heads without d_model: heads that divide the rung's width keep it; others are refused
+    in one line, as a config whose d_model and n_heads disagree is, never as a traceback."""
+    eight = planned(30_000, given={"model": {"n_heads": 8}})
+    assert (eight.get("model", "d_model"), eight.get("model", "n_heads")) == (256, 8)  # rung m
+    with pytest.raises(ConfigError) as error:
+        planned(30_000, given={"model": {"n_heads": 3}})
+    assert str(error.value) == (
+        "model.n_heads=3 does not divide the d_model 256 of the planned model m: give "
+        "model.d_model too (a multiple of 3), or leave model.n_heads to the recipe"
     )
 
 

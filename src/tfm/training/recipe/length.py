@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 from tfm.data.batching import steps_in_epoch
+from tfm.errors import ConfigError
 from tfm.training.recipe import rules
 from tfm.training.recipe.choices import Choice, Inputs, Settings
 from tfm.training.recipe.ladder import GPU_ONLY, LADDER, SHAPE_KEYS, Shape, largest_for
@@ -148,7 +149,8 @@ def _top_rung(s: Settings, f: Inputs, max_tokens: int) -> int:
 
 def shape_of(s: Settings, rung: Shape) -> tuple[Shape, dict[str, str]]:
     """`rung` with the shape keys the config gives, and each derived key's reason; a given
-    d_model brings its heads (`rules.heads`) and d_ff = 4 · d_model."""
+    d_model brings its heads (`rules.heads`) and d_ff = 4 · d_model. A given n_heads that does
+    not divide the rung's d_model is a ConfigError: the width is the user's to choose."""
     keys, why = rung.keys(), {key: f"rung {rung.name}" for key in SHAPE_KEYS}
     given = {k: s.given["model"][k] for k in SHAPE_KEYS if s.is_given("model", k)}
     if "d_model" in given:
@@ -157,6 +159,12 @@ def shape_of(s: Settings, rung: Shape) -> tuple[Shape, dict[str, str]]:
         d_model = given["d_model"]
         keys["d_ff"], why["d_ff"] = 4 * d_model, f"4 · the given d_model {d_model}"
     keys.update(given)
+    if keys["d_model"] % keys["n_heads"]:  # only where n_heads is given and d_model is not
+        raise ConfigError(
+            f"model.n_heads={keys['n_heads']} does not divide the d_model {keys['d_model']} of "
+            f"the planned model {rung.name}: give model.d_model too (a multiple of "
+            f"{keys['n_heads']}), or leave model.n_heads to the recipe"
+        )
     return Shape(rung.name, **keys), why
 
 
