@@ -115,9 +115,10 @@ def finished_run(config: Config) -> str | None:
         return None
     try:
         stored = load_config(paths.config, stored=True)
-    except ConfigError:
+        continued = with_stored_plan(config, stored)
+    except ConfigError:  # not this config's run: training says what to do
         return None
-    if _what_is_trained(stored) != _what_is_trained(with_stored_plan(config, stored)):
+    if _what_is_trained(stored) != _what_is_trained(continued):
         return None
     latest = _latest_checkpoint(paths)
     if latest is None:

@@ -85,6 +85,24 @@ def test_the_plan_says_how_many_pairs_data_max_length_keeps(tmp_path):
     assert "#   corpus en→de: 400 pairs" in cut.stdout
 
 
+def test_a_given_key_at_odds_with_a_runs_plan_is_one_line_not_a_traceback(tmp_path):
+    """Heads that do not divide the planned width, given to a run already planned: resuming it
+    names the conflict and the way out; a plain start says the run exists, as for any change."""
+    config = config_file(tmp_path)
+    assert invoke("train", "--config", config, "--no-progress").exit_code == 0
+    resumed = invoke("train", "--config", config, "--no-progress", "--resume",
+                     "--set", "model.n_heads=3")  # fmt: skip
+    assert resumed.exit_code == 2, resumed.output
+    assert resumed.stderr.splitlines()[-1] == (
+        f"tfm: error: the config's keys do not fit the plan that {tmp_path / 'run'} was trained "
+        "with (d_model=128 is not divisible by n_heads=3): give the run's own values, or start "
+        "it again with --overwrite"
+    )
+    again = invoke("train", "--config", config, "--no-progress", "--set", "model.n_heads=3")
+    assert again.exit_code == 2 and "already exists; use --resume" in again.stderr
+    assert "Traceback" not in resumed.stderr + again.stderr
+
+
 def test_keys_the_config_sets_win_over_the_recipe(tmp_path):
     config = config_file(
         tmp_path,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import torch
+from pydantic import ValidationError
 
 from tfm.config import RECIPE_KEYS, Config, load_config, planned
 from tfm.config.show import render_yaml
@@ -33,6 +34,7 @@ from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import select_device, training_precision
+from tfm.errors import ConfigError
 from tfm.prediction.scoring import bleu_tokenizer_for
 from tfm.threads import busy_machine, use_threads
 from tfm.training.recipe.calibration import Calibration
@@ -123,12 +125,20 @@ def with_values(config: Config, values: dict[str, dict]) -> Config:
 
 def with_stored_plan(config: Config, stored: Config) -> Config:
     """`config` with the keys it leaves unset taken from `stored`, the resolved config of the
-    run it continues (a resumed run keeps its plan)."""
+    run it continues (a resumed run keeps its plan). A given key that the run's planned ones
+    cannot go with (`model.n_heads` that does not divide its d_model) is a ConfigError."""
     values: dict[str, dict] = {}
     for dotted in unset_keys(config):
         section, key = dotted.split(".")
         values.setdefault(section, {})[key] = getattr(getattr(stored, section), key)
-    return with_values(config, values)
+    try:
+        return with_values(config, values)
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise ConfigError(
+            f"the config's keys do not fit the plan that {config.run_dir} was trained with "
+            f"({problems}): give the run's own values, or start it again with --overwrite"
+        ) from None
 
 
 def plan_run(
