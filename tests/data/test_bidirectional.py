@@ -133,7 +133,7 @@ def test_resume_refuses_a_count_that_changes_a_begun_epoch(tmp_path):
     for fewer in (1, 0):  # epoch 1, or 0 and 1, trained both ways would become one-way
         with pytest.raises(
             UsageError,
-            match=r"train\.bidirectional_epochs differ from the run's; change only budgets .*, "
+            match=r"train\.bidirectional_epochs differs from the run's; change only budgets .*, "
             r"train\.bidirectional_epochs to no fewer than the 2 epoch\(s\) begun or start",
         ):
             train(tiny_config(run, bidirectional_epochs=fewer, max_steps=inside_second + 2),

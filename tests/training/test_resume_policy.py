@@ -78,7 +78,7 @@ def test_bidirectional_epochs_may_change_only_for_epochs_not_begun(stored, new, 
     else:
         begun = progress["epoch"] + 1
         assert verdict.refusal.endswith(
-            "train.bidirectional_epochs differ from the run's; change only budgets (max_steps, "
+            "train.bidirectional_epochs differs from the run's; change only budgets (max_steps, "
             f"max_epochs, max_minutes, …), train.bidirectional_epochs to no fewer than the {begun} "
             "epoch(s) begun or start a new run"
         )

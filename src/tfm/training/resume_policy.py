@@ -80,8 +80,9 @@ def judge_resume(
         differing.append("training data")
     if differing:
         return ResumeVerdict(
-            refusal=f"cannot resume from {checkpoint}: {', '.join(differing)} differ from the "
-            f"run's; change only {allowed} or start a new run"
+            refusal=f"cannot resume from {checkpoint}: {', '.join(differing)} "
+            f"{'differs' if len(differing) == 1 else 'differ'} from the run's; change only "
+            f"{allowed} or start a new run"
         )
     notes: list[tuple[int, str]] = []
     for split in SPLITS:
