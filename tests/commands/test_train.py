@@ -167,6 +167,13 @@ def test_a_mistake_leaves_no_run_directory_and_the_fixed_command_works(
     assert (tmp_path / "run" / "last.pt").is_file()
 
 
+def write_pairs(prefix, **sides: str) -> None:
+    """40 numbered lines in `prefix`.LANG for each language and its words (format text)."""
+    for lang, words in sides.items():
+        lines = "".join(f"{words} {i}\n" for i in range(40))
+        prefix.with_name(f"{prefix.name}.{lang}").write_text(lines, encoding="utf-8")
+
+
 @pytest.mark.parametrize("command", [["train", "--no-progress"], ["config", "show"],
                                      ["data", "check"]])  # fmt: skip
 @pytest.mark.parametrize("removed", [["validation.de"], ["validation.en", "validation.de"]])
@@ -177,9 +184,7 @@ def test_a_missing_validation_file_is_named_before_the_training_split_is_prepare
     the one line names the first missing file and the key, and nothing is written."""
     monkeypatch.chdir(tmp_path)
     for split in ("train", "validation"):
-        for lang, words in (("en", "the dog"), ("de", "der Hund")):
-            lines = "".join(f"{words} {i}\n" for i in range(40))
-            (tmp_path / f"{split}.{lang}").write_text(lines, encoding="utf-8")
+        write_pairs(tmp_path / split, en="the dog", de="der Hund")
     for name in removed:
         (tmp_path / name).unlink()
     text = {"format": "text"}
@@ -206,9 +211,7 @@ def test_no_validation_split_for_another_pair_is_named_before_anything_is_read(
     """A config that names no validation split gets the toy corpus's, which is English–German:
     for another pair that is said at the start, not after the training split's preparation."""
     monkeypatch.chdir(tmp_path)
-    for lang, words in (("en", "the dog"), ("fr", "le chien")):
-        lines = "".join(f"{words} {i}\n" for i in range(40))
-        (tmp_path / f"train.{lang}").write_text(lines, encoding="utf-8")
+    write_pairs(tmp_path / "train", en="the dog", fr="le chien")
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps({"run_dir": "run", "data": {
         "src_lang": "en", "tgt_lang": "fr", "train": {"format": "text", "path": "train"}}}),

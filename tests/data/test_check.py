@@ -89,7 +89,7 @@ def test_cli_prints_the_table_or_json(config_path):
 
 def test_cli_takes_set_overrides_as_train_does(config_path, tmp_path):
     """The split and the limit checked are those the --set overrides name: here the test file
-    as the validation split, and a data.max_length that the outlier's 10-word target passes."""
+    as the validation split, and a data.max_length of 8, shorter than the outlier's 10 words."""
     test_tsv = tmp_path / "test.tsv"
     result = CliRunner().invoke(app, [
         "data", "check", "--config", str(config_path), "--json",
