@@ -203,6 +203,23 @@ def test_a_missing_validation_file_is_named_before_the_training_split_is_prepare
     assert {p.name for p in tmp_path.iterdir()} == kept  # no run, no data cache
 
 
+def test_a_missing_dataset_folder_is_named_before_the_training_split_is_prepared(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    write_pairs(tmp_path / "train", en="the dog", de="der Hund")
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({"run_dir": "run", "data": {
+        "train": {"format": "text", "path": "train"},
+        "validation": {"format": "disk", "path": "saved"}}}), encoding="utf-8")  # fmt: skip
+    result = invoke("config", "show", "--config", str(config))
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr.splitlines()[-1] == (
+        "tfm: error: saved: no such folder (check data.validation.path)"
+    )
+    assert "BPE" not in result.stderr and not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize("command", [["train", "--no-progress"], ["config", "show"],
                                      ["data", "check"]])  # fmt: skip
 def test_no_validation_split_for_another_pair_is_named_before_anything_is_read(

@@ -101,14 +101,17 @@ class LoadReport:
 
 
 def check_splits_readable(data: DataConfig, splits: Sequence[str]) -> None:
-    """Before any split is read: every file the `splits` of `data` read is there, and a split
-    left to the built-in toy corpus is asked for in the toy's languages (DataError for the first
-    problem). A mistyped validation path, or a config that names no validation split for another
-    language pair, is named at the start, not after the training split has been prepared."""
+    """Before any split is read: every file (or `disk` folder) the `splits` of `data` read is
+    there, and a split left to the built-in toy corpus is asked for in the toy's languages
+    (DataError for the first problem). A mistyped validation path, or a config that names no
+    validation split for another language pair, is named at the start, not after the training
+    split has been prepared."""
     for split in splits:
         source = getattr(data, split)
         if source.format == "toy":
             _check_toy_languages(split, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
+        if source.format == "disk":
+            _check_disk_folder(source, key=f"data.{split}")
         files = files_read(source.format, source.path or "", key=f"data.{split}",
                            src_lang=data.src_lang, tgt_lang=data.tgt_lang)  # fmt: skip
         check_files_exist(files)
@@ -267,10 +270,14 @@ def _read_hub(source: SourceConfig, *, split: str, key: str, **langs: str) -> Pa
     return _from_dataset(dataset, source, split=split, key=key, origin=str(source.name), **langs)
 
 
-def _read_disk(source: SourceConfig, *, split: str, key: str, **langs: str) -> Pairs:
-    path = source.path or ""  # the schema requires it for format disk
-    if not Path(path).is_dir():
+def _check_disk_folder(source: SourceConfig, *, key: str) -> None:
+    if not Path(source.path or "").is_dir():  # the schema requires a path for format disk
         raise DataError(f"{source.path}: no such folder (check {key}.path)")
+
+
+def _read_disk(source: SourceConfig, *, split: str, key: str, **langs: str) -> Pairs:
+    _check_disk_folder(source, key=key)
+    path = source.path or ""
     import datasets
 
     try:
