@@ -41,6 +41,34 @@ def test_an_unknown_device_is_named_as_typed(command):
     assert result.stderr == "tfm: error: --device gpu: expected auto, cpu, cuda or mps\n"
 
 
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["translate", "--n-best", "0", "a"],
+         "Invalid value for '--n-best': Input should be greater than or equal to 1 "
+         "(see tfm translate -h)"),
+        (["serve", "--port", "99999"],
+         "Invalid value for '--port': Input should be less than or equal to 65535 "
+         "(see tfm serve -h)"),
+        (["data", "check", "--jsn"],
+         "No such option: --jsn (Possible options: --json, --set) (see tfm data check -h)"),
+        (["average", "--last", "2"], "Missing option '--out'. (see tfm average -h)"),
+    ],
+)  # fmt: skip
+def test_a_mistake_the_parser_finds_is_one_line_too(command, message):
+    """As every error tfm finds itself: one line on stderr, exit 2, not a framed usage text."""
+    result = CliRunner().invoke(app, command, prog_name="tfm")
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr == f"tfm: error: {message}\n"
+
+
+def test_help_and_a_command_without_arguments_still_show_the_help():
+    for command, code in (([], 2), (["data"], 2), (["-h"], 0), (["data", "-h"], 0)):
+        result = CliRunner().invoke(app, command, prog_name="tfm")
+        assert result.exit_code == code and "Usage: tfm" in result.stdout, command
+        assert result.stderr == "", command
+
+
 @pytest.mark.parametrize("command", [["translate", "a sentence"], ["eval"], ["attention", "a"]])
 def test_no_run_yet_is_the_one_line_before_anything_else(command, tmp_path, monkeypatch):
     """Where nothing was trained, the run is looked for first: no device line comes before the

@@ -120,7 +120,7 @@ def resolve(arguments: list[str]) -> tuple[list[str], object | None, list[str]]:
     """(command names, click command, remaining arguments); the command is None where a
     placeholder (`tfm COMMAND --help`) stands for it. Raises ValueError for no such command."""
     names, command = ["tfm"], CLI
-    while isinstance(command, type(CLI)) and arguments and not arguments[0].startswith("-"):
+    while hasattr(command, "commands") and arguments and not arguments[0].startswith("-"):
         name = arguments[0].strip("[]()")
         if re.fullmatch(r"[A-Z][A-Z_]*", name):
             return names, None, arguments
@@ -152,7 +152,7 @@ def parse_problem(arguments: list[str]) -> str | None:
     if problem := synopsis_problem(arguments):
         return problem
     names, command, rest = resolve(arguments)
-    if command is None or "--help" in rest or isinstance(command, type(CLI)):
+    if command is None or "--help" in rest or hasattr(command, "commands"):
         return None
     try:
         command.make_context(" ".join(names), list(rest))

@@ -15,11 +15,12 @@ import logging
 import os
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
+from typer.core import TyperGroup
 
 from tfm import __version__
 from tfm.cli_options import (
@@ -48,10 +49,51 @@ from tfm.limits import MAX_BEAM_SIZE
 if TYPE_CHECKING:
     from tfm.prediction.settings import DecodeRequest
 
+
+class _Group(TyperGroup):
+    """tfm's commands. A mistake the parser finds in the options or arguments (an unknown
+    option, a value out of range, a missing option) is one `tfm: error:` line and exit 2, as
+    every error tfm finds itself is, rather than a framed usage message."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            result = super().main(
+                args, prog_name, complete_var, False, windows_expand_args, **extra
+            )
+        except Exception as exc:
+            if not standalone_mode:
+                raise
+            names = {cls.__name__ for cls in type(exc).__mro__}
+            if "NoArgsIsHelpError" in names:  # the help is shown already
+                sys.exit(2)
+            if "Abort" in names:  # end of input at one of click's prompts
+                _fail("aborted", 1)
+                sys.exit(1)
+            if "UsageError" not in names:
+                raise
+            message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see {ctx.command_path} -h)" if ctx is not None else ""
+            _fail(f"{message}{where}", 2)
+            sys.exit(2)
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else 0)
+
+
 # Help texts are Markdown: a docstring's single line breaks join, so its paragraphs wrap to the
 # terminal's width, and brackets (`tfm[deploy]`) are text, not markup.
 MARKUP: Final = "markdown"
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     rich_markup_mode=MARKUP,
     no_args_is_help=True,
