@@ -77,13 +77,14 @@ class _Group(TyperGroup):
             if "Abort" in names:  # end of input at one of click's prompts
                 _fail("aborted", 1)
                 sys.exit(1)
-            if "UsageError" not in names:
+            if "ClickException" not in names:  # not a mistake the parser found: a bug
                 raise
             message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
             ctx = getattr(exc, "ctx", None)
             where = f" (see {ctx.command_path} -h)" if ctx is not None else ""
-            _fail(f"{message}{where}", 2)
-            sys.exit(2)
+            code = getattr(exc, "exit_code", 1)
+            _fail(f"{message}{where}", code)
+            sys.exit(code)
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else 0)
