@@ -5,10 +5,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 import tfm
-from tfm.cli import app
+from tfm.cli import _Group, app
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -60,6 +61,36 @@ def test_a_mistake_the_parser_finds_is_one_line_too(command, message):
     result = CliRunner().invoke(app, command, prog_name="tfm")
     assert (result.exit_code, result.stdout) == (2, ""), result.output
     assert result.stderr == f"tfm: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("raised", "line", "code"),
+    [
+        (typer.Abort, "tfm: error: aborted", 1),
+        # click's plain ClickException (typer vendors click: found by name, as tfm finds it)
+        (lambda: next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")(
+            "the parser's own failure"), "tfm: error: the parser's own failure", 1),
+    ],
+)  # fmt: skip
+def test_the_parsers_other_errors_are_one_line_with_their_codes_and_bugs_are_not_hidden(
+    raised, line, code, capsys
+):
+    tool = typer.Typer(cls=_Group, add_completion=False)
+
+    @tool.command()
+    def fails() -> None:
+        raise raised()
+
+    @tool.command()
+    def bug() -> None:
+        raise ValueError("a bug")
+
+    group = typer.main.get_command(tool)
+    with pytest.raises(SystemExit) as exited:
+        group.main(["fails"], prog_name="tfm")
+    assert exited.value.code == code and capsys.readouterr().err == line + "\n"
+    with pytest.raises(ValueError, match="a bug"):  # not a mistake of the user's: a traceback
+        group.main(["bug"], prog_name="tfm")
 
 
 def test_help_and_a_command_without_arguments_still_show_the_help():

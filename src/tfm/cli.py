@@ -64,13 +64,13 @@ class _Group(TyperGroup):
         windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
+        parse = functools.partial(super().main, args, prog_name, complete_var, False,
+                                  windows_expand_args, **extra)  # fmt: skip
+        if not standalone_mode:  # the caller handles what the parser raises
+            return parse()
         try:
-            result = super().main(
-                args, prog_name, complete_var, False, windows_expand_args, **extra
-            )
+            result = parse()
         except Exception as exc:
-            if not standalone_mode:
-                raise
             names = {cls.__name__ for cls in type(exc).__mro__}
             if "NoArgsIsHelpError" in names:  # the help is shown already
                 sys.exit(2)
@@ -85,8 +85,6 @@ class _Group(TyperGroup):
             code = getattr(exc, "exit_code", 1)
             _fail(f"{message}{where}", code)
             sys.exit(code)
-        if not standalone_mode:
-            return result
         sys.exit(result if isinstance(result, int) else 0)
 
 
