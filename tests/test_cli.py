@@ -373,6 +373,15 @@ def test_eval_of_empty_files_is_a_one_line_error(workdir):
     one_line_error(result, 2, str(empty), "no sentences")
 
 
+def test_eval_names_unaligned_files_before_it_loads_the_model(workdir, trained_run):
+    src, ref = workdir / "src.txt", workdir / "ref.txt"
+    src.write_text("i see the dog\nthe cat\n", encoding="utf-8")
+    ref.write_text("ich sehe den hund\n", encoding="utf-8")
+    result = invoke("eval", "--run", str(trained_run), "--src", str(src), "--ref", str(ref))
+    one_line_error(result, 2, f"{src} has 2 lines but {ref} has 1")
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # no line about a loaded model
+
+
 def test_rerank_with_a_reverse_run_rescores_the_whole_beam(workdir, both_ways_run):
     from tfm.data.pipeline import prepare_splits
     from tfm.prediction.reranking import Reranker

@@ -304,10 +304,14 @@ def evaluate(
     decoding time."""
     from tfm.commands.decode import check_eval_options, evaluate_run
     from tfm.commands.engines import open_translator
+    from tfm.commands.input import read_aligned
 
     check_eval_options(split, src, ref)
+    lines = read_aligned(src, ref) if src is not None and ref is not None else None
     translator = open_translator(_decode_request(ctx))
-    scores, _ = evaluate_run(translator, split=split, src=src, ref=ref, output=output)
+    scores, _ = evaluate_run(
+        translator, split=split, src=src, ref=ref, output=output, lines=lines
+    )
     if as_json:
         typer.echo(json.dumps(scores, ensure_ascii=False))
         return

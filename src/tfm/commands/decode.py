@@ -37,14 +37,18 @@ def evaluate_run(
     src: Path | None = None,
     ref: Path | None = None,
     output: Path | None = None,
+    lines: tuple[list[str], list[str]] | None = None,
 ) -> tuple[dict, list[str]]:
     """Scores (and hypotheses in input order) of the translator on a split or on the aligned
     files `src` and `ref`; the hypotheses are also written to `output`, one per line, when
-    given. Loss and perplexity are None where the translator cannot score (an export)."""
+    given. `lines` are the files' lines when the caller has read them already (with
+    `read_aligned`, so that a mistake in them is named before a model is loaded). Loss and
+    perplexity are None where the translator cannot score (an export)."""
     check_eval_options(split, src, ref)
     chunks: Iterable[EncodedSplit]
     if src is not None and ref is not None:
-        chunks, name = _aligned_files(translator, src, ref), str(src)
+        src_text, ref_text = lines if lines is not None else read_aligned(src, ref)
+        chunks, name = _aligned_files(translator, src, ref, src_text, ref_text), str(src)
     else:
         config, tokenizer = translator.config, translator.tokenizer
         splits, _ = prepare_splits(config.data, config.tokenizer, (split,), tokenizer=tokenizer)
@@ -58,10 +62,11 @@ def evaluate_run(
     return json_safe({**header, **strategy, **scores}), hypotheses  # NaN/inf scores as None
 
 
-def _aligned_files(translator: Translator, src: Path, ref: Path) -> Iterator[EncodedSplit]:
-    """The aligned files, checked whole now, then encoded `EVAL_LINES` lines at a time as the
-    chunks are taken (the ids of a long input are never all in memory)."""
-    src_text, ref_text = read_aligned(src, ref)
+def _aligned_files(
+    translator: Translator, src: Path, ref: Path, src_text: list[str], ref_text: list[str]
+) -> Iterator[EncodedSplit]:
+    """The lines of the aligned files `src` and `ref`, encoded `EVAL_LINES` lines at a time as
+    the chunks are taken (the ids of a long input are never all in memory)."""
     report = LoadReport(
         split="files", origin=f"{src}, {ref}", read=len(src_text), kept=len(src_text)
     )
