@@ -309,9 +309,7 @@ def evaluate(
     check_eval_options(split, src, ref)
     lines = read_aligned(src, ref) if src is not None and ref is not None else None
     translator = open_translator(_decode_request(ctx))
-    scores, _ = evaluate_run(
-        translator, split=split, src=src, ref=ref, output=output, lines=lines
-    )
+    scores, _ = evaluate_run(translator, split=split, src=src, ref=ref, output=output, lines=lines)
     if as_json:
         typer.echo(json.dumps(scores, ensure_ascii=False))
         return
