@@ -23,7 +23,7 @@ from tfm.data.batching import steps_in_epoch
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import loop, train
 from tfm.training.data_parallel import shard
-from tfm.training.distributed import from_environment
+from tfm.training.distributed import from_environment, said_once
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
@@ -204,3 +204,18 @@ def test_without_torchrun_there_is_one_process():
     replicas = from_environment({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"})
     assert (replicas.world_size, replicas.rank, replicas.local_rank) == (4, 3, 1)
     assert not replicas.is_main
+
+
+@pytest.mark.parametrize(("rank", "said"), [("0", True), ("1", False)])
+def test_what_every_process_reads_alike_is_said_by_process_0_only(
+    tmp_path, monkeypatch, caplog, rank, said
+):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", rank)
+    empty = tmp_path / "c.yaml"
+    empty.write_text("", encoding="utf-8")
+    level = logging.getLogger("tfm").level
+    with said_once():
+        load_config(empty)
+    assert any("is empty: every key" in r.getMessage() for r in caplog.records) == said
+    assert logging.getLogger("tfm").level == level

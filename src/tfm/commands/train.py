@@ -26,7 +26,7 @@ from tfm.errors import TrainingError, UsageError
 from tfm.rundir.paths import check_path_length
 from tfm.training import StopFlag, TrainResult, train
 from tfm.training.diagnostics import unusable_model
-from tfm.training.distributed import from_environment
+from tfm.training.distributed import from_environment, said_once
 from tfm.training.run_log import collect_run_log
 from tfm.training.run_preparation import finished_run
 
@@ -63,7 +63,8 @@ def train_run(
         sets.append(f"train.device={check_device_name(device)}")
     if threads is not None:
         sets.append(f"train.threads={threads}")
-    cfg = load_config(config, sets)
+    with said_once():  # under torchrun, every process reads it
+        cfg = load_config(config, sets)
     check_path_length(Path(cfg.run_dir), "run_dir")
     if not resume and not overwrite and (finished := finished_run(cfg)):
         first = from_environment().is_main  # under torchrun, one process says it

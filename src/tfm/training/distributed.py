@@ -92,6 +92,21 @@ def from_environment(environ: dict[str, str] | None = None) -> Replicas:
 
 
 @contextlib.contextmanager
+def said_once() -> Iterator[None]:
+    """Under torchrun, only process 0 logs what is said inside: for work that every process does
+    the same before the group is joined (reading the config), whose warnings would otherwise
+    come once per process. Errors are still raised everywhere."""
+    logger = logging.getLogger("tfm")
+    level = logger.level
+    if not from_environment().is_main:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@contextlib.contextmanager
 def process_group(config: Config) -> Iterator[Replicas]:
     """Join torchrun's process group for the duration of a run (nothing to join without it),
     with the run directory locked by process 0 (`tfm.rundir.lock`)."""
