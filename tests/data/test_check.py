@@ -9,7 +9,14 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.config import load_config
-from tfm.data.check import _repeats, _shared, check_data, format_table, length_ratio, length_stats
+from tfm.data.check import (
+    _repeats,
+    _shared,
+    check_data,
+    format_table,
+    length_stats,
+    ratio_outliers,
+)
 
 TRAIN = [
     ("the dog sees the cat .", "der Hund sieht die Katze ."),
@@ -45,7 +52,7 @@ def test_report_counts_each_planted_problem(config_path):
     train, validation, test = (report["splits"][s] for s in ("train", "validation", "test"))
     assert [train["pairs"], validation["pairs"], test["pairs"]] == [6, 3, 2]
     assert train["duplicate_pairs"] == 1 and validation["duplicate_pairs"] == 0
-    assert train["length_ratio_outliers"] == 1
+    assert train["length_ratio_outliers"] == 1 and train["words_ratio_median"] == 1.0
     assert train["length_ratio_examples"] == [list(TRAIN[4])]
     assert (validation["src_in_train"], validation["pairs_in_train"]) == (1, 1)
     assert (test["src_in_train"], test["pairs_in_train"]) == (0, 0)
@@ -54,15 +61,26 @@ def test_report_counts_each_planted_problem(config_path):
     assert train["src_words"] == {"mean": 4.5, "median": 5, "p95": 6, "max": 6}
     assert train["src_tokens_per_word"] >= 1.0
     notes = "\n".join(report["notes"])
-    assert "train: 1 (16.7%) of pairs differ in length more than 3:1" in notes
+    assert (
+        "train: 1 (16.7%) of pairs are more than 3 times off the median ratio of source to "
+        "target words (1.00), e.g. 'yes' -> " in notes
+    )
     assert "train: 1 (16.7%) of pairs repeat an earlier one" in notes
     assert "validation: 1 (33.3%) of sources also occur in train (1 identical pairs)" in notes
     assert "validation: " in notes and "of src tokens are <unk>" in notes
     assert "test:" not in notes
 
 
+def test_a_pair_is_an_outlier_by_its_distance_from_the_usual_ratio():
+    src, tgt = np.array([9, 9, 9, 9, 2, 0, 9]), np.array([19, 19, 19, 19, 19, 0, 3])
+    outliers, median = ratio_outliers(src, tgt)
+    assert median == 0.5  # (9 + 1) / (19 + 1): twice the target's words is usual here
+    # 3/20 is 3.3 times below it, 1/1 twice above, 10/4 five times above
+    assert outliers.tolist() == [4, 6]
+    assert ratio_outliers(np.array([], dtype=np.int64), np.array([], dtype=np.int64))[1] == 1.0
+
+
 def test_length_helpers():
-    assert length_ratio("a b c", "x") == length_ratio("x", "a b c") == 2.0
     assert length_stats([3, 1, 2, 10]) == {"mean": 4.0, "median": 2, "p95": 10, "max": 10}
     assert length_stats([]) == {"mean": 0.0, "median": 0, "p95": 0, "max": 0}
 
@@ -145,3 +163,36 @@ def test_repeats_and_shared_count_as_unique_and_isin_would():
     assert _repeats(hashes) == len(hashes) - len(np.unique(hashes)) > 250
     assert _shared(hashes, train) == np.count_nonzero(np.isin(hashes, train)) > 100
     assert _shared(hashes, train[:0]) == 0 and _repeats(hashes[:0]) == 0
+
+
+JAPANESE = [
+    ("I see the dog .", "私は犬を見る。"),
+    ("the cat sleeps .", "猫は寝ている。"),
+    ("she reads a book every day .", "彼女は毎日本を読む。"),
+    ("we walked home together .", "私たちは一緒に家へ歩いた。"),
+    ("the train is late again .", "電車はまた遅れている。"),
+    ("yes", "いいえ、私は昨日その大きな赤い本を図書館で読みませんでした。"),  # misaligned
+]
+
+
+def test_words_of_a_script_without_spaces_are_its_characters(tmp_path):
+    """Split on spaces, every Japanese sentence is one word: each pair looked misaligned and
+    each target piece a word's fraction. Counted a character a word, only the planted
+    misaligned pair is off the corpus's ratio."""
+    lines = [f"run_dir: {tmp_path / 'run'}", "data:", "  src_lang: en", "  tgt_lang: ja"]
+    for split in ("train", "validation"):
+        path = tmp_path / f"{split}.tsv"
+        path.write_text("".join(f"{en}\t{ja}\n" for en, ja in JAPANESE), encoding="utf-8")
+        lines.append(f"  {split}: {{format: tsv, path: {path}, columns: [en, ja]}}")
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join([*lines, "tokenizer: {vocab_size: 200, min_frequency: 1}"]) + "\n")
+    report = check_data(load_config(config))
+    train = report["splits"]["train"]
+    assert train["tgt_words"]["max"] == len(
+        "いいえ、私は昨日その大きな赤い本を図書館で読みませんでした。"
+    )
+    assert train["tgt_words"]["median"] == len("彼女は毎日本を読む。")
+    assert train["length_ratio_outliers"] == 1
+    assert train["length_ratio_examples"] == [list(JAPANESE[-1])]
+    assert train["tgt_tokens_per_word"] < 1.5
+    assert not [note for note in report["notes"] if "tgt tokens per word" in note]

@@ -68,6 +68,15 @@ def test_repetition_warning_fires_at_ten_percent():
     assert repetition_warning(looping[:1] + HEALTHY[:19]) is None
 
 
+def test_a_loop_inside_a_script_without_spaces_is_found():
+    """A Japanese hypothesis is one piece between spaces: its loops are of characters."""
+    healthy = [f"私は{n}匹の猫を見た。" for n in range(18)]
+    looping = ["私は猫猫猫猫猫猫猫猫を見た。", "私は犬を犬を犬を犬を"]
+    message = str(repetition_warning(looping + healthy))
+    assert message.startswith("10% of validation hypotheses (2 of 20) repeat themselves")
+    assert repetition_warning(["彼は少し少し疲れた。"] * 2 + healthy) is None  # twice: language
+
+
 def test_validation_loss_rising_while_training_loss_falls_is_overfitting():
     events = history([3.0, 2.5, 2.6, 2.8], [3.2, 2.4, 2.0, 1.7])
     message = str(overfitting_warning(events))

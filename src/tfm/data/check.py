@@ -1,9 +1,11 @@
 """`tfm data check`: what the configured corpus looks like before a model is trained on it.
 
-Per split: pairs kept and dropped, length statistics in words (whitespace) and in subword tokens
-of the tokenizer the config would train, tokens per word, the `<unk>` rate, length-ratio outliers
-(likely misaligned lines), duplicate pairs, and for validation and test the sentences they share
-with train (which inflate scores). `notes` says in words which of these look like a problem.
+Per split: pairs kept and dropped, length statistics in words (`words.py`: between spaces, or a
+character each in scripts written without spaces) and in subword tokens of the tokenizer the
+config would train, tokens per word, the `<unk>` rate, length-ratio outliers (pairs far from the
+split's usual ratio of source to target words: likely misaligned lines), duplicate pairs, and
+for validation and test the sentences they share with train (which inflate scores). `notes`
+says in words which of these look like a problem.
 
 The training split is prepared in the data cache exactly as training prepares it (and training
 then reuses it), and is read from there in one streaming pass: memory grows by a few numbers per
@@ -27,10 +29,11 @@ from tfm.data.corpus import check_splits_readable, toy_has_languages
 from tfm.data.pipeline import load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
+from tfm.data.words import word_count
 
 log = logging.getLogger(__name__)
 
-RATIO_LIMIT = 3.0  # words: (longer + 1) / (shorter + 1) above this is an outlier
+RATIO_LIMIT = 3.0  # a pair this many times off the split's median words ratio is an outlier
 OUTLIER_NOTE_SHARE = 0.01
 DUPLICATE_NOTE_SHARE = 0.1
 OVERLAP_NOTE_SHARE = 0.01
@@ -99,8 +102,8 @@ def _scan(src: Iterable[str], tgt: Iterable[str]) -> dict[str, np.ndarray]:
     columns = {name: array("q") for name in names}  # 8 bytes a number, not a Python int
     add = [columns[name].append for name in names]
     for s, t in zip(src, tgt, strict=True):
-        add[0](len(s.split()))
-        add[1](len(t.split()))
+        add[0](word_count(s))
+        add[1](word_count(t))
         add[2](hash(s))
         add[3](hash((s, t)))
     return {name: np.frombuffer(values, dtype=np.int64) for name, values in columns.items()}
@@ -134,10 +137,10 @@ def _lengths(scan: dict[str, np.ndarray], tokens: dict, max_length: int) -> dict
 
 
 def _pairs(scan: dict[str, np.ndarray], src: Sequence[str], tgt: Sequence[str]) -> dict:
-    a, b = scan["src_words"] + 1, scan["tgt_words"] + 1
-    outliers = np.flatnonzero(np.maximum(a, b) / np.minimum(a, b) > RATIO_LIMIT)
+    outliers, median = ratio_outliers(scan["src_words"], scan["tgt_words"])
     hashes = scan["pair_hash"]
     return {
+        "words_ratio_median": round(median, 3),
         "length_ratio_outliers": len(outliers),
         "length_ratio_examples": [[src[i], tgt[i]] for i in outliers[:EXAMPLES].tolist()],
         "duplicate_pairs": _repeats(hashes),
@@ -159,10 +162,18 @@ def _shared(hashes: np.ndarray, train: np.ndarray) -> int:
     return int(np.count_nonzero(train[at] == hashes))
 
 
-def length_ratio(src: str, tgt: str) -> float:
-    """(longer + 1) / (shorter + 1) in words; 1.0 for equal lengths, symmetric in its sides."""
-    a, b = len(src.split()) + 1, len(tgt.split()) + 1
-    return max(a, b) / min(a, b)
+def ratio_outliers(src_words: np.ndarray, tgt_words: np.ndarray) -> tuple[np.ndarray, float]:
+    """The pairs (their indices) whose ratio of source to target words, (src + 1) / (tgt + 1),
+    is more than `RATIO_LIMIT` times the usual one (the median) either way, and the median.
+    Languages differ in words a sentence (Turkish has fewer than English; Japanese, a word a
+    character, about twice as many): it is a pair's distance from its corpus's ratio that
+    suggests a misaligned line."""
+    if not len(src_words):
+        return np.zeros(0, dtype=np.int64), 1.0
+    ratios = (src_words + 1) / (tgt_words + 1)
+    median = float(np.median(ratios))
+    off = ratios / median
+    return np.flatnonzero(np.maximum(off, 1 / off) > RATIO_LIMIT), median
 
 
 def length_stats(lengths: Sequence[int] | np.ndarray) -> dict:
@@ -186,8 +197,9 @@ def notes(report: dict, *, max_length: int) -> list[str]:
         n = max(s["pairs"], 1)
         if s["length_ratio_outliers"] / n >= OUTLIER_NOTE_SHARE:
             out.append(
-                f"{name}: {_share(s['length_ratio_outliers'], n)} of pairs differ in length more "
-                f"than {RATIO_LIMIT:g}:1 in words, e.g. {_pair(*s['length_ratio_examples'][0])}; "
+                f"{name}: {_share(s['length_ratio_outliers'], n)} of pairs are more than "
+                f"{RATIO_LIMIT:g} times off the median ratio of source to target words "
+                f"({s['words_ratio_median']:.2f}), e.g. {_pair(*s['length_ratio_examples'][0])}; "
                 "misaligned lines?"
             )
         if s["duplicate_pairs"] / n >= DUPLICATE_NOTE_SHARE:
@@ -256,7 +268,8 @@ _ROWS = [
         )
     ),
     ("longer than max_length", _counted("longer_than_max_length")),
-    (f"length ratio > {RATIO_LIMIT:g}", _counted("length_ratio_outliers")),
+    ("src/tgt words median", lambda s: f"{s['words_ratio_median']:.2f}"),
+    (f"src/tgt words {RATIO_LIMIT:g}× off", _counted("length_ratio_outliers")),
     ("duplicate pairs", _counted("duplicate_pairs")),
     ("sources also in train", _counted("src_in_train")),
     ("pairs also in train", _counted("pairs_in_train")),

@@ -5,7 +5,8 @@ the run's metric history. Small data makes all three common, and each has a usua
   empty one): the decoder has learned the target language's most likely sentence and ignores the
   source.
 - repetition: at least LOOP_SHARE of the hypotheses contain a loop, an n-gram (n <= MAX_LOOP_N
-  words) repeated LOOP_REPEATS times back to back ("der der der", "a b a b a b").
+  words) repeated LOOP_REPEATS times back to back ("der der der", "a b a b a b"; in a script
+  written without spaces a character is a word: "のののの").
 - overfitting: validation loss rose at each of the last OVERFIT_VALIDATIONS - 1 validations while
   the training loss fell over the same steps.
 
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import NamedTuple
 
+from tfm.data.words import words
 from tfm.rundir.metrics import series
 
 MIN_HYPOTHESES = 10  # fewer than this: too few to call a share degenerate
@@ -88,7 +90,7 @@ def identical_warning(hypotheses: Sequence[str]) -> Finding | None:
 def repetition_warning(hypotheses: Sequence[str]) -> Finding | None:
     if len(hypotheses) < MIN_HYPOTHESES:
         return None
-    looping = [h for h in hypotheses if has_loop(h.split())]
+    looping = [h for h in hypotheses if has_loop(words(h))]
     share = len(looping) / len(hypotheses)
     if share < LOOP_SHARE:
         return None
