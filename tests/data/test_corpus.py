@@ -79,6 +79,16 @@ def test_tsv_row_without_two_fields_names_file_and_line(tmp_path):
         load(format="tsv", path=str(path))
 
 
+@pytest.mark.parametrize("header", ["en\tde", "DE\tEN", "source\ttarget", "src\ttgt "])
+def test_a_tsv_header_is_named_not_trained_on(tmp_path, header):
+    path = tmp_path / "train.tsv"
+    path.write_text(f"{header}\nA dog.\tEin Hund.\n", encoding="utf-8")
+    with pytest.raises(DataError, match=rf"^{path}:1: a header \(.*\), not a pair: .*tail -n \+2"):
+        load(format="tsv", path=str(path), columns=["en", "de"])
+    path.write_text("A dog.\tEin Hund.\nen\tde\n", encoding="utf-8")  # a pair, past line 1
+    assert load(format="tsv", path=str(path))[0][1] == ("en", "de")
+
+
 def test_tsv_columns_must_be_the_two_languages(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_text("a\tb\n", encoding="utf-8")

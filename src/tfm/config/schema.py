@@ -71,7 +71,8 @@ class SourceConfig(StrictModel):
 
     - `toy`: the built-in English–German corpus (`data.toy` sets its size and seed).
     - `text`: two aligned files `{path}.{lang}`, one sentence per line (Multi30k, fairseq style).
-    - `tsv`: one file, source TAB target; `columns` names the language of each column.
+    - `tsv`: one file, source TAB target (no header); `columns` names the language of each
+      column.
     - `jsonl`: one JSON object per line; `fields` maps a language code to its field name.
     - `hub`: a HuggingFace hub dataset `name` (with `split`, `fields`); needs network.
     - `disk`: a folder written by `datasets.save_to_disk` (with `split`, `fields`).

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -231,11 +232,17 @@ def tsv_pairs(
             f"'{tgt_lang}' in the order of the file's columns"
         )
     src_column = columns.index(src_lang)
+    headers = [{c.lower() for c in columns}, {"src", "tgt"}, {"source", "target"}]
 
     def pairs() -> Iterator[tuple[str, str]]:
         lines = iter_lines(Path(path), key=f"{key}.path", hashing=hashing)
         for number, line in enumerate(lines, start=1):
             fields = line.split("\t")
+            if number == 1 and {f.strip().lower() for f in fields} in headers:
+                raise DataError(
+                    f"{path}:1: a header ({_preview(line)}), not a pair: every line of a tsv "
+                    f"file is one; remove it (`tail -n +2 {shlex.quote(path)}` prints the rest)"
+                )
             if len(fields) != 2:
                 if line.strip():
                     raise DataError(
