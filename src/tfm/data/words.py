@@ -1,4 +1,5 @@
-"""Words as `tfm data check` and the training diagnostics count them, in every script.
+"""Words as `tfm data check` and the training diagnostics count them, in every script; and
+whether a text is written in a script without spaces (BLEU then scores its characters).
 
 A word is a piece of text between spaces, except in the scripts written without spaces between
 words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar, Tibetan), where each character is one, as
@@ -49,16 +50,16 @@ _WORD = re.compile(f"[{_CLASS}]|[^\\s{_CLASS}]+")
 def words(text: str) -> list[str]:
     """The words of `text`: the pieces between spaces, each character of a script written
     without spaces one of its own ("私はiPhoneを買った" → 私, は, iPhone, を, 買, っ, た)."""
-    return _WORD.findall(text) if _unspaced(text) else text.split()
+    return _WORD.findall(text) if unspaced(text) else text.split()
 
 
 def word_count(text: str) -> int:
     """How many `words` `text` has."""
-    if text.isascii() or not _unspaced(text):
+    if text.isascii() or not unspaced(text):
         return len(text.split())
     return len(_WORD.findall(text))
 
 
-def _unspaced(text: str) -> bool:
+def unspaced(text: str) -> bool:
     """Whether `text` holds a character of a script written without spaces."""
     return _AT_OR_ABOVE.search(text) is not None and _UNSPACED.search(text) is not None

@@ -3,8 +3,12 @@ signature, and lowercased), chrF, exact match, and the lengths behind BLEU's bre
 
 BLEU splits text into words with the tokenizer sacreBLEU prescribes for the target language
 (`bleu_tokenizer_for`): `13a` splits at spaces and punctuation, which Japanese and Chinese
-text lacks. Where the prescribed tokenizer's package is not installed, BLEU falls back to `13a`
-(named in its signature), tfm warns once, and chrF, which needs no word split, is the headline.
+text lacks. Where the prescribed tokenizer's package is not installed, or where the references
+are in a script written without spaces that sacreBLEU prescribes none for (Thai, Khmer, Lao,
+Myanmar, Tibetan: `13a` would see each sentence as one word and score a near-perfect
+translation 0), BLEU is scored on characters (`char`, as sacreBLEU's `zh` scores Chinese) or,
+for spaced text, with `13a`, named in its signature; tfm warns once, and chrF, which needs no
+word split, is the headline.
 
 Decoding lives in `tfm.prediction`; this module only compares texts. sacreBLEU is imported when
 something is scored, so that `tfm translate` does not load it.
@@ -17,10 +21,13 @@ import logging
 import re
 from collections.abc import Sequence
 
+from tfm.data import words
+
 log = logging.getLogger(__name__)
 
 SCORE_CHUNK = 5_000  # sentences whose sacreBLEU statistics are taken at a time
 DEFAULT_BLEU_TOKENIZER = "13a"
+CHARACTERS = "char"  # sacreBLEU's tokenizer that makes each character a token
 # Language -> sacreBLEU's tokenizer for it, the modules it needs, and how to install them.
 BLEU_TOKENIZERS = {
     "ja": ("ja-mecab", ("MeCab", "ipadic"), 'pip install "tfm[ja]"'),
@@ -43,21 +50,34 @@ def bleu_tokenizer_for(lang: str | None) -> tuple[str, bool]:
     return name, all(importlib.util.find_spec(module) is not None for module in modules)
 
 
-def _usable_bleu_tokenizer(lang: str | None) -> tuple[str, bool]:
-    """The tokenizer BLEU is scored with, and whether it is the prescribed one; warns once per
-    language when the prescribed one is not installed."""
+def bleu_is_prescribed(lang: str | None, *, unspaced: bool) -> bool:
+    """Whether BLEU on text in `lang` is scored with the tokenizer sacreBLEU prescribes for it:
+    not where that tokenizer is not installed, nor for text in a script without spaces
+    (`unspaced`) that sacreBLEU prescribes no tokenizer for."""
     name, available = bleu_tokenizer_for(lang)
-    if available:
+    return available and not (unspaced and name == DEFAULT_BLEU_TOKENIZER)
+
+
+def _usable_bleu_tokenizer(lang: str | None, references: Sequence[str]) -> tuple[str, bool]:
+    """The tokenizer BLEU is scored with, and whether it is the prescribed one; warns once per
+    language when the prescribed one is not installed, or when sacreBLEU prescribes none for
+    the references' script (most of them hold characters of a script without spaces)."""
+    name, available = bleu_tokenizer_for(lang)
+    unspaced = sum(map(words.unspaced, references)) > len(references) / 2
+    if bleu_is_prescribed(lang, unspaced=unspaced):
         return name, True
+    fallback = CHARACTERS if unspaced else DEFAULT_BLEU_TOKENIZER
     if str(lang) not in _warned:
         _warned.add(str(lang))
-        install = next(e[2] for e in BLEU_TOKENIZERS.values() if e[0] == name)
-        log.warning(
-            "BLEU on %r text needs sacreBLEU's %s tokenizer, which is not installed (%s): BLEU "
-            "is scored with %s instead, and chrF is the headline score",
-            lang, name, install, DEFAULT_BLEU_TOKENIZER,
-        )  # fmt: skip
-    return DEFAULT_BLEU_TOKENIZER, False
+        if available:
+            why = "sacreBLEU prescribes no tokenizer for its script, which has no spaces"
+        else:
+            install = next(e[2] for e in BLEU_TOKENIZERS.values() if e[0] == name)
+            why = f"it needs sacreBLEU's {name} tokenizer, which is not installed ({install})"
+        text = f"{lang!r} text" if lang else "the references"
+        log.warning("BLEU on %s: %s; BLEU is scored with %s, and chrF is the headline score",
+                    text, why, fallback)  # fmt: skip
+    return fallback, False
 
 
 def score_translations(
@@ -79,7 +99,7 @@ def score_translations(
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     import sacrebleu
 
-    tokenizer, prescribed = _usable_bleu_tokenizer(tgt_lang)
+    tokenizer, prescribed = _usable_bleu_tokenizer(tgt_lang, references)
     metrics = {
         "bleu": sacrebleu.metrics.BLEU(tokenize=tokenizer),
         "bleu_lowercase": sacrebleu.metrics.BLEU(lowercase=True, tokenize=tokenizer),

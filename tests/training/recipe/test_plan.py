@@ -154,6 +154,26 @@ def test_unspaced_scripts_count_characters_as_words():
     assert figures.src.words == 4 and figures.tgt.script in ("CJK", "HIRAGANA")
 
 
+THAI = ["ฉันชอบกินข้าวผัด", "เขาไปโรงเรียนทุกวัน", "วันนี้อากาศดีมาก", "แมวนอนบนโต๊ะ"]
+
+
+@pytest.mark.parametrize(("tgt_lang", "metric"), [("th", "chrf"), ("zh", "bleu")])
+def test_a_script_without_spaces_and_without_a_bleu_tokenizer_picks_by_chrf(
+    tmp_path, tgt_lang, metric
+):
+    """BLEU on Thai text (no spaces, no sacreBLEU tokenizer) would score every hypothesis 0
+    with 13a: validation could never improve it. Chinese has `zh`, which splits characters."""
+    pairs = [(f"sentence number {i}", text) for i, text in enumerate(THAI * 10)]
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("".join(f"{en}\t{tgt}\n" for en, tgt in pairs), encoding="utf-8")
+    split = {"format": "tsv", "path": str(tsv), "columns": ["en", tgt_lang]}
+    data = {"src_lang": "en", "tgt_lang": tgt_lang, "train": split, "validation": split}
+    shown = invoke("config", "show", "--config", config_file(tmp_path, data=data))
+    assert shown.exit_code == 0, shown.output
+    chosen = re.search(r"^#   train\.early_stopping_metric = (\w+)  ← (.+)$", shown.stdout, re.M)
+    assert chosen and chosen.group(1) == metric, shown.stdout
+
+
 def test_the_defaults_config_has_every_recipe_key_unset():
     assert len(unset_keys(Config())) == 23
 

@@ -35,7 +35,7 @@ from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import select_device, training_precision
 from tfm.errors import ConfigError
-from tfm.prediction.scoring import bleu_tokenizer_for
+from tfm.prediction.scoring import bleu_is_prescribed
 from tfm.threads import busy_machine, use_threads
 from tfm.training.recipe.calibration import Calibration
 from tfm.training.recipe.checks import check_settings, check_texts
@@ -174,7 +174,7 @@ def plan_run(
         gpu=device.type == "cuda",
         minutes=minutes,
         clock=_clock(sized, train, validation, device, dtype) if minutes else None,
-        bleu_ready=bleu_tokenizer_for(config.data.tgt_lang)[1],
+        bleu_ready=bleu_is_prescribed(config.data.tgt_lang, unspaced=texts.tgt.unspaced),
         fits=_fits(sized, device),
         world_size=world_size,
         compiled=config.train.compile,

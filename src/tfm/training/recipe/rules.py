@@ -221,7 +221,7 @@ def strategy() -> Choice:
 
 def metric(*, bleu_ready: bool) -> Choice:
     """BLEU picks the best checkpoint, or chrF where sacreBLEU cannot split the target
-    language's words (BLEU on unsegmented Japanese says little)."""
+    language's words (Japanese without MeCab, Thai: BLEU on characters says little)."""
     if bleu_ready:
         return Choice("bleu", "BLEU")
     return Choice("chrf", "chrF: sacreBLEU cannot split the target language's words")
