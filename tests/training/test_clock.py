@@ -116,6 +116,15 @@ def test_steps_left_leaves_room_for_each_validation_and_the_last():
     assert steps_left(seconds=5, step=0, **figures) == 0
 
 
+def test_a_validation_in_the_middle_pins_a_short_budget_to_it():
+    """A run planned for 1,062 steps, validating at 531 and at the end, re-timed at step 528
+    with 37 s left at 0.093 s a step and 21.5 s a validation: going past 531 would cost a second
+    validation, so it ends at 531 with 15 s unused. Validated only at its end, it trains on."""
+    figures = {"seconds": 37.0, "step": 528, "step_s": 0.093, "validation_s": 21.5}
+    assert steps_left(**figures, validate_every=531) == 3
+    assert steps_left(**figures, validate_every=1062) == 166  # (37 - 21.5) / 0.093
+
+
 def test_early_stopping_under_a_cosine_decay_cools_down_first(tmp_path, caplog):
     settings = tiny_settings(run_dir=str(tmp_path / "run"), max_steps=40, validate_every=4,
                              schedule="cosine", decay_steps=38, patience=2, checkpoint_every=2,

@@ -125,6 +125,11 @@ def test_rate_warmup_and_decay_follow_the_planned_steps():
     assert few.value is None and few.rule == (
         "2 validations before the end's, every 220 of 658 steps: too few to stop early"
     )
+    # A validation that alone takes more than its share of the budget is the end's only.
+    for affordable in (0, 1):
+        one = rules.validations(658, affordable=affordable)
+        assert one.value == 658 and one.rule.startswith("1 validation, at the end of 658 steps")
+    assert rules.validations(658, affordable=2).value == 329
     # Six planned validations leave five that can stop the run: too few, divisible or not.
     assert rules.patience(600, 100).value is None and rules.patience(599, 100).value is None
     assert rules.patience(700, 100).value == 3

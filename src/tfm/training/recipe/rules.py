@@ -171,10 +171,19 @@ def heads(d_model: int) -> Choice:
 
 def validations(steps: int, *, affordable: int | None) -> Choice:
     """Validate `VALIDATIONS` times in the run, fewer when each validation would take more than
-    its share of a time budget (`affordable`; at least 2)."""
-    count = VALIDATIONS if affordable is None else max(min(VALIDATIONS, affordable), 2)
+    its share of a time budget (`affordable`); at least once, at the end. A validation in the
+    middle that costs more than the share pins the run's end to it: the clock, re-timing a short
+    budget, ends the run there rather than pay for a second validation later, and up to a
+    quarter of the budget went unused."""
+    count = VALIDATIONS if affordable is None else max(min(VALIDATIONS, affordable), 1)
     every = max(math.ceil(steps / count), 1)
-    limit = "" if count == VALIDATIONS else f" ({count}: validating takes over 15% of the budget)"
+    share = f"{VALIDATION_SHARE:.0%}"
+    if count == 1:
+        return Choice(every, f"1 validation, at the end of {steps:,} steps (a second would take "
+                             f"over {share} of the budget)")  # fmt: skip
+    limit = (
+        "" if count == VALIDATIONS else f" ({count}: validating takes over {share} of the budget)"
+    )
     return Choice(every, f"{count} validations in {steps:,} steps, the last at the end{limit}")
 
 
