@@ -107,6 +107,16 @@ def test_jsonl_flat_and_nested_fields(tmp_path):
     fields = {"de": "translation.de", "en": "translation.en"}
     pairs, _ = load(format="jsonl", path=str(nested), fields=fields, src_lang="en", tgt_lang="de")
     assert pairs == [("A dog.", "Ein Hund.")]
+    # Without fields, the first object decides: translation.{lang} where {lang} is not a field
+    blank_first = tmp_path / "blank_first.jsonl"
+    blank_first.write_text("\n" + nested.read_text(encoding="utf-8"), encoding="utf-8")
+    pairs, report = load(format="jsonl", path=str(blank_first))
+    assert pairs == [("Ein Hund.", "A dog.")] and report.dropped == {"empty": 1}
+    mixed = {"de": "Hallo.", "translation": {"de": "Ein Hund.", "en": "A dog."}}
+    nested.write_text(json.dumps(mixed) + "\n", encoding="utf-8")  # de is a field of its own
+    assert load(format="jsonl", path=str(nested))[0] == [("Hallo.", "A dog.")]
+    with pytest.raises(DataError, match=r"no field 'fr' for 'fr' \(keys: de, translation\)"):
+        load(format="jsonl", path=str(nested), src_lang="fr")
 
 
 def test_jsonl_bad_json_or_missing_field_names_file_and_line(tmp_path):
@@ -159,8 +169,11 @@ def test_disk_dataset_and_dataset_dict_share_the_hub_column_code(tmp_path):
     assert pairs == [("Hallo", "Hello")] and "valid" in report.origin
     with pytest.raises(DataError, match=r"no split 'validation' \(splits: train, valid\)"):
         load("validation", format="disk", path=str(tmp_path / "dict"))
-    with pytest.raises(DataError, match=r"no column 'de' for 'de' \(columns: translation"):
-        load(format="disk", path=str(tmp_path / "one"))
+    # The hub's translation layout needs no fields: a language not named is read from
+    # translation.{lang} where it is not a column of its own
+    assert load(format="disk", path=str(tmp_path / "one"))[0] == [("Ein Hund.", "A dog.")]
+    with pytest.raises(DataError, match=r"no column 'fr' for 'fr' \(columns: translation"):
+        load(format="disk", path=str(tmp_path / "one"), src_lang="fr")
     with pytest.raises(DataError, match=r"one Dataset without splits; remove data.train.split"):
         load(format="disk", path=str(tmp_path / "one"), split="train", fields=fields)
 

@@ -95,7 +95,8 @@ class SourceConfig(StrictModel):
     fields: dict[str, str] = Field(
         default_factory=dict,
         description="Language code to the field holding its text (jsonl, hub, disk); `a.b` is "
-        "nested; a language not named here is its own field name.",
+        "nested; a language not named here is its own field name, or `translation.{code}` (the "
+        "hub's translation datasets) where there is none.",
     )
     columns: list[str] | None = Field(
         None,

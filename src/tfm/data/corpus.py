@@ -33,6 +33,7 @@ from tfm.data.formats import (
     field_names,
     files_read,
     jsonl_pairs,
+    nested_default,
     text_pairs,
     tsv_pairs,
 )
@@ -313,6 +314,10 @@ def _from_dataset(
     names = field_names(source.fields, src_lang=src_lang, tgt_lang=tgt_lang, key=key)
     if any(name not in dataset.column_names for name in names):
         dataset = dataset.flatten()  # nested columns become "translation.de" etc.
+        names = [
+            nested_default(source.fields, lang, name, dataset.column_names.__contains__)
+            for lang, name in zip((src_lang, tgt_lang), names, strict=True)
+        ]
     for lang, name in zip((src_lang, tgt_lang), names, strict=True):
         if name not in dataset.column_names:
             columns = ", ".join(dataset.column_names)

@@ -16,10 +16,11 @@ A JSON null reads as an empty side.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, Protocol
@@ -271,10 +272,12 @@ def jsonl_pairs(
     key: str,
     hashing: Hashing | None = None,
 ) -> PairStream:
-    """`read_jsonl`, streamed (the file's bytes told to `hashing`)."""
-    src_field, tgt_field = field_names(fields, src_lang=src_lang, tgt_lang=tgt_lang, key=key)
+    """`read_jsonl`, streamed (the file's bytes told to `hashing`). The first object decides
+    where a language that `fields` does not name is read (`nested_default`)."""
+    names = field_names(fields, src_lang=src_lang, tgt_lang=tgt_lang, key=key)
 
     def pairs() -> Iterator[tuple[str, str]]:
+        (src_field, tgt_field), decided = names, False
         lines = iter_lines(Path(path), key=f"{key}.path", hashing=hashing)
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -290,12 +293,32 @@ def jsonl_pairs(
                 found = type(record).__name__
                 raise DataError(f"{path}:{number}: expected a JSON object, found {found}")
             where = f"{path}:{number}"
+            if not decided:
+                has = functools.partial(_has, record)
+                src_field, tgt_field = (
+                    nested_default(fields, lang, name, has)
+                    for lang, name in zip((src_lang, tgt_lang), names, strict=True)
+                )
+                decided = True
             yield (
                 _lookup(record, src_field, lang=src_lang, where=where, key=key),
                 _lookup(record, tgt_field, lang=tgt_lang, where=where, key=key),
             )
 
     return PairStream(pairs(), path, "line")
+
+
+TRANSLATION = "translation"  # where the hub's translation datasets keep the text of each language
+
+
+def nested_default(fields: dict[str, str], lang: str, name: str, has: Callable[[str], bool]) -> str:
+    """`name`, the field of `lang`; or, where `fields` does not name it and the data has no
+    such field but has `translation.{lang}` (the layout of the hub's translation datasets:
+    `{"translation": {"de": …, "en": …}}`), that one."""
+    nested = f"{TRANSLATION}.{lang}"
+    if lang not in fields and not has(name) and has(nested):
+        return nested
+    return name
 
 
 def field_names(fields: dict[str, str], *, src_lang: str, tgt_lang: str, key: str) -> list[str]:
@@ -310,6 +333,16 @@ def field_names(fields: dict[str, str], *, src_lang: str, tgt_lang: str, key: st
     if names[0] == names[1]:
         raise DataError(f"{key}.fields reads both sides from the same field '{names[0]}'")
     return names
+
+
+def _has(record: dict[str, Any], name: str) -> bool:
+    """Whether `_lookup` finds `name` in `record`."""
+    value: Any = record
+    for part in [name] if name in record else name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False
+        value = value[part]
+    return True
 
 
 def _lookup(record: dict[str, Any], name: str, *, lang: str, where: str, key: str) -> str:
