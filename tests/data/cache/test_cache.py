@@ -4,6 +4,7 @@ the same ids, texts, batches and losses as the in-memory pipeline, a seeded BPE 
 error when the disk is too small, and processes that wait for the one preparing."""
 
 import dataclasses
+import logging
 import random
 import threading
 
@@ -121,6 +122,22 @@ def test_the_cached_split_is_the_in_memory_one(tmp_path):
     assert train.report.summary() == reference.report.summary()
     assert train.report.dropped == {"empty": 1, "too long": 1}
     assert train.src.values.dtype == np.uint8  # 120 ids fit in a byte
+
+
+def test_a_share_of_pairs_too_long_to_train_on_is_a_warning(tmp_path, caplog):
+    """One pair in 300 too long is an info line; 1% or more a warning naming the key."""
+    long_pair = (" ".join(WORDS * 3), " ".join(WORDS * 3).upper())
+    few = config_for(tmp_path, write_corpus(tmp_path / "few", 300, extra=[long_pair]))
+    many = config_for(tmp_path, write_corpus(tmp_path / "many", 300, extra=[long_pair] * 4))
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        training_splits(few)
+        assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+        training_splits(many)
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning == (
+        "train: 4 of 304 pairs (1.3%) have more than data.max_length=40 BPE tokens on a side "
+        "and are left out of training; raise data.max_length to train on them"
+    )
 
 
 def test_the_sentences_the_normalizer_changes_are_encoded_with_it(tmp_path, monkeypatch):

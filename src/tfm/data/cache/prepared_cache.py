@@ -58,6 +58,7 @@ from tfm.errors import DataError
 log = logging.getLogger(__name__)
 
 META = "meta.json"
+LONG_SHARE = 0.01  # of the training pairs too long to train on: a warning, not an info line
 
 
 def cache_root(config: Config) -> Path:
@@ -274,6 +275,18 @@ class _locked:
         self.lock.release()
 
 
+def warn_long_pairs(report: LoadReport, max_length: int) -> None:
+    """A warning where `LONG_SHARE` or more of the training pairs are too long to train on: a
+    corpus of long sentences (or a low `data.max_length`) loses a part of its data unseen."""
+    long = report.dropped.get("too long", 0)
+    if report.read and long >= LONG_SHARE * report.read:
+        log.warning(
+            "train: %s of %s pairs (%s) have more than data.max_length=%d BPE tokens on a side "
+            "and are left out of training; raise data.max_length to train on them",
+            f"{long:,}", f"{report.read:,}", f"{long / report.read:.1%}", max_length,
+        )  # fmt: skip
+
+
 def training_splits(
     config: Config,
     *,
@@ -292,6 +305,7 @@ def training_splits(
     tokenizer = tokenizer if tokenizer is not None else entry.tokenizer()
     train = entry.split(max_length=config.data.max_length)
     log.info("%s (%s)", train.report.summary(), entry.where())  # once, every drop
+    warn_long_pairs(train.report, config.data.max_length)
     if validation is None:
         splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",),
                                    tokenizer=tokenizer)  # fmt: skip
