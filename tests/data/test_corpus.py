@@ -1,6 +1,7 @@
 """load_split: every format into two lists (src, tgt); bad data as a located error or a count."""
 
 import json
+import logging
 import sys
 import types
 from pathlib import Path
@@ -193,15 +194,19 @@ def test_hub_uses_split_name_and_fields(monkeypatch):
     assert calls == [("someone/corpus", "validation"), ("someone/corpus", "dev")]
 
 
-def test_hub_unreachable_suggests_a_local_format(monkeypatch):
+def test_hub_unreachable_suggests_a_local_format(monkeypatch, caplog):
     def unreachable(*args, **kwargs):
+        logging.getLogger("huggingface_hub.utils._http").warning("retrying in 1 s")
         raise ConnectionError("Couldn't reach 'someone/corpus' on the Hub (OfflineModeIsEnabled)")
 
     monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    level = logging.getLogger("huggingface_hub").level
     with pytest.raises(DataError, match="could not reach the HuggingFace hub") as error:
         load(format="hub", name="someone/corpus")
     assert "data.train.format: disk" in str(error.value)
     assert "\n" not in str(error.value)
+    assert not caplog.records  # the hub client's retries: tfm's one line says what happened
+    assert logging.getLogger("huggingface_hub").level == level  # as it was
 
 
 @pytest.fixture

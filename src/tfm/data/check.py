@@ -19,7 +19,6 @@ import logging
 import math
 from array import array
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from tfm.data.pipeline import load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
 from tfm.data.words import word_count
+from tfm.logs import quieted
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def _tokens(src: np.ndarray, tgt: np.ndarray, unknown: Sequence[int]) -> dict:
 
 
 def _encoded(src: list[str], tgt: list[str], tokenizer: Tokenizer) -> dict:
-    with _quiet(logging.getLogger("tfm.data.tokenizer")):  # <unk> is counted here, not warned
+    with quieted("tfm.data.tokenizer"):  # <unk> is counted here, not warned
         sides = tokenizer.encode_src(src), tokenizer.encode_tgt(tgt)
     lengths = [np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)) for ids in sides]
     unknown = [sum(row.count(UNK_ID) for row in ids) for ids in sides]
@@ -289,13 +289,3 @@ def _pair(src: str, tgt: str, limit: int = 50) -> str:
 
 def _share(count: int, total: int) -> str:
     return f"{count:,} ({count / max(total, 1):.1%})"
-
-
-@contextmanager
-def _quiet(logger: logging.Logger):
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)

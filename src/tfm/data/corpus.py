@@ -40,6 +40,7 @@ from tfm.data.formats import (
 from tfm.data.screening import CharacterScreen, first_lines, report_characters
 from tfm.errors import DataError
 from tfm.limits import MAX_LINE_CHARS
+from tfm.logs import quieted
 
 if TYPE_CHECKING:
     import datasets
@@ -252,7 +253,8 @@ def _read_hub(source: SourceConfig, *, split: str, key: str, **langs: str) -> Pa
 
     name = source.split or split
     try:
-        dataset = datasets.load_dataset(source.name, split=name)
+        with quieted("huggingface_hub", "datasets"):  # their retries: tfm's error says it
+            dataset = datasets.load_dataset(source.name, split=name)
     except datasets.exceptions.DatasetNotFoundError:
         raise DataError(f"hub dataset '{source.name}' not found; check {key}.name") from None
     except OSError as exc:  # ConnectionError, timeouts, offline mode

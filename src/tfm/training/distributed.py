@@ -47,6 +47,7 @@ import torch.distributed as dist
 
 from tfm.config import Config
 from tfm.errors import TfmError, TrainingError, UsageError
+from tfm.logs import quieted
 from tfm.rundir.lock import run_lock
 from tfm.training.session import Session
 from tfm.training.session_opening import open_session
@@ -96,14 +97,8 @@ def said_once() -> Iterator[None]:
     """Under torchrun, only process 0 logs what is said inside: for work that every process does
     the same before the group is joined (reading the config), whose warnings would otherwise
     come once per process. Errors are still raised everywhere."""
-    logger = logging.getLogger("tfm")
-    level = logger.level
-    if not from_environment().is_main:
-        logger.setLevel(logging.ERROR)
-    try:
+    with quieted("tfm", when=not from_environment().is_main):
         yield
-    finally:
-        logger.setLevel(level)
 
 
 @contextlib.contextmanager
