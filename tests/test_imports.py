@@ -105,6 +105,7 @@ LAYERS = [
             "tfm.atomic",
             "tfm.failure",
             "tfm.json_file",
+            "tfm.logs",
         ],
     ),  # fmt: skip
     ("configuration", ["tfm.config"]),
