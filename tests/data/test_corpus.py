@@ -301,6 +301,15 @@ def test_invalid_utf8_names_file_line_and_byte(tmp_path):
         load(format="text", path=prefix)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_text_is_named_with_how_to_convert_it(tmp_path, encoding):
+    english = "A dog.\nTwo cats.\n".encode(encoding)
+    bom = b"" if encoding == "utf-16" else ("\ufeff".encode(encoding))  # utf-16 writes its own
+    prefix = write_text(tmp_path, b"Ein Hund.\nZwei Katzen.\n", bom + english)
+    with pytest.raises(DataError, match=rf"^{prefix}.en: UTF-16 text .*iconv -f UTF-16 -t UTF-8"):
+        load(format="text", path=prefix)
+
+
 def test_empty_side_drops_the_pair_and_whitespace_is_stripped(tmp_path):
     prefix = write_text(tmp_path, b" a  b \n\nc\n \t\nd\n", b"A\nB\n\nD\n  D2\t\n")
     pairs, report = load(format="text", path=prefix)

@@ -30,6 +30,7 @@ from tfm.errors import DataError
 logger = logging.getLogger(__name__)
 
 BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # little- and big-endian
 BLOCK_SIZE = 1 << 22  # bytes read at a time: 4 MiB
 CHUNK = 20_000  # pairs handed on at a time (`chunked`)
 
@@ -102,6 +103,11 @@ def _decoded_lines(
             hashing.update(path, block)
         if number == 0 and not carry and block.startswith(BOM):
             block, bom = block[len(BOM) :], len(BOM)
+        if number == 0 and not carry and not bom and block.startswith(UTF16_BOMS):
+            raise DataError(
+                f"{path}: UTF-16 text (it starts with a UTF-16 byte order mark); save it as UTF-8 "
+                f"(iconv -f UTF-16 -t UTF-8 {shlex.quote(str(path))})"
+            )
         if block:
             data = carry + block
             end = data.rfind(b"\n") + 1
