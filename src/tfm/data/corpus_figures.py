@@ -6,6 +6,11 @@ reads the corpus (`FigureCounter`) and keeps them, so that a later run need not 
 
 Words of a script written without spaces (Chinese, Japanese, Thai …) are its characters, so
 that "words per sentence" and "word types" mean the same thing in every script.
+
+`off_ratio` is the share of the sampled pairs whose ratio of source to target words is more than
+`OFF_RATIO` times the sample's median either way: lines out of step (a line missing from one
+file shifts every pair after it) put a tenth or more of the pairs there, aligned corpora under
+1% (docs/experiments.md).
 """
 
 from __future__ import annotations
@@ -16,9 +21,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
+from tfm.data.words import word_count
+
 SAMPLE = 50_000  # pairs whose characters and word types are counted; the rest only counted
 UNSPACED = frozenset({"CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
 _WORD = re.compile(r"\w+", re.UNICODE)
+OFF_RATIO = 2.0
 
 
 @dataclass(frozen=True)
@@ -45,13 +55,14 @@ class SideFigures:
 
 @dataclass(frozen=True)
 class TextFigures:
-    """The raw training pairs: their count, each side, and the share of pairs whose two sides
-    are the same text."""
+    """The raw training pairs: their count, each side, the share of pairs whose two sides are
+    the same text, and the share whose length ratio is off the corpus's (`off_ratio`)."""
 
     pairs: int
     src: SideFigures
     tgt: SideFigures
     identical: float
+    off_ratio: float = 0.0
 
     @property
     def types(self) -> int:
@@ -96,6 +107,7 @@ class FigureCounter:
             src=_side(self.sample[0]),
             tgt=_side(self.sample[1]),
             identical=self.identical / self.pairs if self.pairs else 0.0,
+            off_ratio=_off_ratio(*self.sample),
         )
 
 
@@ -105,7 +117,20 @@ def figures_from(record: dict) -> TextFigures:
         side: SideFigures(**{**record[side], "scripts": tuple(map(tuple, record[side]["scripts"]))})
         for side in ("src", "tgt")
     }
-    return TextFigures(pairs=record["pairs"], identical=record["identical"], **sides)
+    return TextFigures(pairs=record["pairs"], identical=record["identical"],
+                       off_ratio=record.get("off_ratio", 0.0), **sides)  # fmt: skip
+
+
+def _off_ratio(src: Sequence[str], tgt: Sequence[str]) -> float:
+    """The share of the pairs more than `OFF_RATIO` times off the median ratio of source to
+    target words (`words.word_count`, plus one each)."""
+    if not src:
+        return 0.0
+    ratios = np.array(
+        [(word_count(s) + 1) / (word_count(t) + 1) for s, t in zip(src, tgt, strict=True)]
+    )
+    off = ratios / np.median(ratios)
+    return float(np.mean(np.maximum(off, 1 / off) > OFF_RATIO))
 
 
 def _side(texts: Sequence[str]) -> SideFigures:

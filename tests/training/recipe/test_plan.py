@@ -14,7 +14,8 @@ import tfm.device as device_module
 import tfm.training.recipe.plan as plan_module
 from tfm.cli import app
 from tfm.config import Config, load_config
-from tfm.data.corpus_figures import measure_texts
+from tfm.data.corpus_figures import figures_from, measure_texts
+from tfm.training.recipe.checks import check_texts
 from tfm.training.recipe.plan import show_planned, unset_keys
 
 DATA_ONLY = {
@@ -145,6 +146,23 @@ def test_a_tiny_corpus_and_identical_sides_are_named_at_start(tmp_path, caplog):
     assert "data.train: only 120 sentence pairs, too few to learn translation from" in caplog.text
     figures = measure_texts(["same", "same", "other"], ["same", "same", "andere"])
     assert round(figures.identical, 2) == 0.67
+
+
+def test_lines_out_of_step_are_named_at_start():
+    """Pairs whose lengths follow each other, then the same with the target one line behind."""
+    lengths = [1 + (7 * i) % 13 for i in range(400)]
+    src = [" ".join(["wort"] * n) for n in lengths]
+    tgt = [" ".join(["word"] * n) + " ." for n in lengths]
+    config = load_config(None)
+    aligned, shifted = measure_texts(src, tgt), measure_texts(src[1:], tgt[:-1])
+    assert aligned.off_ratio == 0.0 and shifted.off_ratio > 0.3
+    assert check_texts(aligned, config) == []
+    [warning] = check_texts(shifted, config)
+    assert warning.startswith(f"data.train: {shifted.off_ratio:.0%} of the pairs are more than 2 ")
+    assert "out of step" in warning and "tfm data check" in warning
+    assert figures_from(shifted.record()).off_ratio == shifted.off_ratio
+    older = {k: v for k, v in shifted.record().items() if k != "off_ratio"}  # a cache before it
+    assert figures_from(older).off_ratio == 0.0
 
 
 def test_unspaced_scripts_count_characters_as_words():

@@ -10,11 +10,14 @@ wants for a quick look.
 from __future__ import annotations
 
 from tfm.config import Config, planned
-from tfm.data.corpus_figures import TextFigures
+from tfm.data.corpus_figures import OFF_RATIO, TextFigures
 from tfm.training.recipe.rules import validations_that_can_stop
 
 FEWEST_PAIRS = 300  # below this, no model learns to translate
 MOSTLY_IDENTICAL = 0.5  # share of pairs with the same text on both sides
+# Share of pairs off the usual length ratio (corpus_figures.OFF_RATIO): aligned Multi30k and
+# Tatoeba pairs 0.04-0.7%, the same shifted by one line 9-19% (docs/experiments.md).
+OUT_OF_STEP = 0.05
 
 
 def check_texts(texts: TextFigures, config: Config) -> list[str]:
@@ -30,6 +33,13 @@ def check_texts(texts: TextFigures, config: Config) -> list[str]:
             f"data.train: {texts.identical:.0%} of the pairs have the same text on both sides; "
             f"check that the {config.data.src_lang} and {config.data.tgt_lang} sides are two "
             "languages (file suffixes, tsv columns, jsonl fields)"
+        )
+    if texts.off_ratio > OUT_OF_STEP:
+        found.append(
+            f"data.train: {texts.off_ratio:.0%} of the pairs are more than {OFF_RATIO:g} times "
+            "longer or shorter, in words, than the corpus's usual ratio of source to target: its "
+            "lines may be out of step (one missing from a file shifts every pair after it); "
+            "tfm data check shows examples"
         )
     return found
 
