@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tfm.config import SPLITS, Config
-from tfm.data.cache.prepared_cache import prepared_entry
+from tfm.data.cache.prepared_cache import OVERLAP_SHARE, prepared_entry
 from tfm.data.corpus import check_splits_readable, toy_has_languages
 from tfm.data.pipeline import load_texts
 from tfm.data.screening import report_characters
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 RATIO_LIMIT = 3.0  # a pair this many times off the split's median words ratio is an outlier
 OUTLIER_NOTE_SHARE = 0.01
 DUPLICATE_NOTE_SHARE = 0.1
-OVERLAP_NOTE_SHARE = 0.01
 UNK_NOTE_RATE = 0.001
 TOKENS_PER_WORD_NOTE = 2.5
 EXAMPLES = 3
@@ -220,7 +219,7 @@ def notes(report: dict, *, max_length: int) -> list[str]:
                 f"train: {s['longer_than_max_length']:,} pairs are longer than "
                 f"data.max_length={max_length} tokens and will be dropped in training"
             )
-        if name != "train" and s["src_in_train"] / n >= OVERLAP_NOTE_SHARE:
+        if name != "train" and s["src_in_train"] / n >= OVERLAP_SHARE:
             out.append(
                 f"{name}: {_share(s['src_in_train'], n)} of sources also occur in train "
                 f"({s['pairs_in_train']:,} identical pairs): its scores will be optimistic"

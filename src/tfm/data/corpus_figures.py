@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tfm.data.words import word_count
+from tfm.data.words import word_counts
 
 SAMPLE = 50_000  # pairs whose characters and word types are counted; the rest only counted
 UNSPACED = frozenset({"CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
@@ -126,9 +126,7 @@ def _off_ratio(src: Sequence[str], tgt: Sequence[str]) -> float:
     target words (`words.word_count`, plus one each)."""
     if not src:
         return 0.0
-    ratios = np.array(
-        [(word_count(s) + 1) / (word_count(t) + 1) for s, t in zip(src, tgt, strict=True)]
-    )
+    ratios = (np.array(word_counts(src)) + 1) / (np.array(word_counts(tgt)) + 1)
     off = ratios / np.median(ratios)
     return float(np.mean(np.maximum(off, 1 / off) > OFF_RATIO))
 

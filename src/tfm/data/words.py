@@ -14,6 +14,7 @@ regular expression, not a lookup per character; a sentence in other scripts is s
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 # The Unicode blocks of the scripts written without spaces, and the CJK punctuation and
 # full-width forms written among them (each of those a word of its own, like the characters).
@@ -58,6 +59,11 @@ def word_count(text: str) -> int:
     if text.isascii() or not unspaced(text):
         return len(text.split())
     return len(_WORD.findall(text))
+
+
+def word_counts(texts: Iterable[str]) -> list[int]:
+    """`word_count` of each of `texts` (one call for a corpus's worth)."""
+    return [word_count(text) for text in texts]
 
 
 def unspaced(text: str) -> bool:

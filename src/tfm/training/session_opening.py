@@ -19,6 +19,7 @@ from tfm.data.epochs import EpochPlan
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import precision_name, select_device, training_precision
 from tfm.errors import UsageError
+from tfm.logs import quieted
 from tfm.rundir.manifest import TOKENIZER_FILE, check_manifest, record_manifest
 from tfm.rundir.paths import RunPaths
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
@@ -97,9 +98,10 @@ def open_session(
     start = starting_plan(config, paths, checkpoint=checkpoint, device=device, dtype=dtype,
                           tokenizer=tokenizer, world_size=world_size)  # fmt: skip
     config = start.config
-    splits, tokenizer, data_fingerprint = training_splits(
-        config, tokenizer=tokenizer, entry=start.entry, validation=start.validation
-    )
+    with quieted("tfm.data", when=not writer):  # under torchrun, process 0 says it once
+        splits, tokenizer, data_fingerprint = training_splits(
+            config, tokenizer=tokenizer, entry=start.entry, validation=start.validation
+        )
     log_start(config, splits["train"], tokenizer)
     args = model_args(config, tokenizer)
     check_fits(args, planned(config.train.max_tokens, "train.max_tokens"), device)

@@ -124,6 +124,25 @@ def test_the_cached_split_is_the_in_memory_one(tmp_path):
     assert train.src.values.dtype == np.uint8  # 120 ids fit in a byte
 
 
+def test_validation_sources_that_training_reads_are_a_warning(tmp_path, caplog):
+    """A held-out validation is quiet; one read from the training files is named."""
+    prefix = write_corpus(tmp_path / "data", 300)
+    held_out = config_for(tmp_path, prefix)
+    leaked = load_config(None, [f"{k}={v}" for k, v in (
+        ("run_dir", tmp_path / "leak"), ("data.src_lang", "de"), ("data.tgt_lang", "en"),
+        ("data.train", f"{{format: text, path: {prefix}}}"),
+        ("data.validation", f"{{format: text, path: {prefix}}}"),
+        ("data.max_length", 40), ("tokenizer.vocab_size", 120))])  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        training_splits(held_out)
+        assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+        validation = training_splits(leaked)[0]["validation"]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    n = len(validation.src_text)
+    assert warning.startswith(f"data.validation: {n:,} of its {n:,} sources (100%) are training ")
+    assert "hold out pairs that training does not read" in warning
+
+
 def test_a_share_of_pairs_too_long_to_train_on_is_a_warning(tmp_path, caplog):
     """One pair in 300 too long is an info line; 1% or more a warning naming the key."""
     long_pair = (" ".join(WORDS * 3), " ".join(WORDS * 3).upper())

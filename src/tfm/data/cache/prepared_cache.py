@@ -48,6 +48,7 @@ from tfm.data.cache.cache_key import SIDES, VERSION, ContentDigests, CorpusKey, 
 from tfm.data.cache.entry_writer import changed_files, write_encoding, write_texts
 from tfm.data.corpus import LoadReport
 from tfm.data.corpus_figures import TextFigures, figures_from
+from tfm.data.formats import CHUNK
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
 from tfm.data.screening import SHOWN, report_characters
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 
 META = "meta.json"
 LONG_SHARE = 0.01  # of the training pairs too long to train on: a warning, not an info line
+OVERLAP_SHARE = 0.01  # of the validation (or test) sources that are training sources too
 
 
 def cache_root(config: Config) -> Path:
@@ -287,6 +289,25 @@ def warn_long_pairs(report: LoadReport, max_length: int) -> None:
         )  # fmt: skip
 
 
+def warn_validation_in_train(entry: CacheEntry, validation: EncodedSplit) -> None:
+    """A warning where `OVERLAP_SHARE` or more of the validation's sources are sources of the
+    training corpus too (read `CHUNK` at a time): its scores are then optimistic, and best.pt
+    and early stopping follow what training has seen."""
+    sources = list(validation.src_text)
+    wanted, seen = set(sources), set()
+    train = entry.texts("src")
+    for start in range(0, len(train), CHUNK):
+        seen.update(wanted.intersection(train.read(start, start + CHUNK)))
+    shared = sum(text in seen for text in sources)
+    if sources and shared >= OVERLAP_SHARE * len(sources):
+        log.warning(
+            "data.validation: %s of its %s sources (%s) are training sources too: its scores "
+            "will be optimistic, and best.pt and early stopping follow what training has seen; "
+            "hold out pairs that training does not read",
+            f"{shared:,}", f"{len(sources):,}", f"{shared / len(sources):.0%}",
+        )  # fmt: skip
+
+
 def training_splits(
     config: Config,
     *,
@@ -310,6 +331,7 @@ def training_splits(
         splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",),
                                    tokenizer=tokenizer)  # fmt: skip
         validation = splits["validation"]
+    warn_validation_in_train(entry, validation)
     log.info("data ready in %.1f s", time.perf_counter() - start)
     return (
         {"train": train, "validation": validation},
