@@ -7,10 +7,12 @@ reads the corpus (`FigureCounter`) and keeps them, so that a later run need not 
 Words of a script written without spaces (Chinese, Japanese, Thai …) are its characters, so
 that "words per sentence" and "word types" mean the same thing in every script.
 
-`off_ratio` is the share of the sampled pairs whose ratio of source to target words is more than
-`OFF_RATIO` times the sample's median either way: lines out of step (a line missing from one
-file shifts every pair after it) put a tenth or more of the pairs there, aligned corpora under
-1% (docs/experiments.md).
+Two figures tell lines out of step (a line missing from one file shifts every pair after it):
+`off_ratio`, the share of the sampled pairs whose ratio of source to target words is more than
+`OFF_RATIO` times the sample's median either way, and `length_correlation`, the correlation of
+the two sides' log word counts. Aligned corpora have under 1% of their pairs off and a
+correlation near 0.8, the same one line behind a tenth or more and near 0; a noisy but aligned
+corpus can have many pairs off, yet lengths that follow each other (docs/experiments.md).
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ class SideFigures:
 @dataclass(frozen=True)
 class TextFigures:
     """The raw training pairs: their count, each side, the share of pairs whose two sides are
-    the same text, and the share whose length ratio is off the corpus's (`off_ratio`)."""
+    the same text, and how well the lengths of the two sides agree (`off_ratio`,
+    `length_correlation`: see the module's docstring)."""
 
     pairs: int
     src: SideFigures
     tgt: SideFigures
     identical: float
     off_ratio: float = 0.0
+    length_correlation: float = 1.0
 
     @property
     def types(self) -> int:
@@ -107,28 +111,36 @@ class FigureCounter:
             src=_side(self.sample[0]),
             tgt=_side(self.sample[1]),
             identical=self.identical / self.pairs if self.pairs else 0.0,
-            off_ratio=_off_ratio(*self.sample),
+            **_alignment(*self.sample),
         )
 
 
 def figures_from(record: dict) -> TextFigures:
     """The figures `TextFigures.record()` wrote."""
-    sides = {
-        side: SideFigures(**{**record[side], "scripts": tuple(map(tuple, record[side]["scripts"]))})
+    src, tgt = (
+        SideFigures(**{**record[side], "scripts": tuple(map(tuple, record[side]["scripts"]))})
         for side in ("src", "tgt")
-    }
-    return TextFigures(pairs=record["pairs"], identical=record["identical"],
-                       off_ratio=record.get("off_ratio", 0.0), **sides)  # fmt: skip
+    )
+    alignment = {k: record[k] for k in ("off_ratio", "length_correlation") if k in record}
+    return TextFigures(
+        pairs=record["pairs"], src=src, tgt=tgt, identical=record["identical"], **alignment
+    )
 
 
-def _off_ratio(src: Sequence[str], tgt: Sequence[str]) -> float:
-    """The share of the pairs more than `OFF_RATIO` times off the median ratio of source to
-    target words (`words.word_count`, plus one each)."""
+def _alignment(src: Sequence[str], tgt: Sequence[str]) -> dict[str, float]:
+    """`off_ratio` and `length_correlation` of the pairs (`words.word_count` words, plus one
+    each); a correlation of 1 where a side's lengths do not vary (no sign either way)."""
     if not src:
-        return 0.0
-    ratios = (np.array(word_counts(src)) + 1) / (np.array(word_counts(tgt)) + 1)
-    off = ratios / np.median(ratios)
-    return float(np.mean(np.maximum(off, 1 / off) > OFF_RATIO))
+        return {}
+    counts = np.array([word_counts(src), word_counts(tgt)], dtype=np.float64) + 1
+    off = counts[0] / counts[1]
+    off /= np.median(off)
+    logs = np.log(counts)
+    correlation = 1.0 if min(logs.std(axis=1)) == 0 else float(np.corrcoef(logs)[0, 1])
+    return {
+        "off_ratio": float(np.mean(np.maximum(off, 1 / off) > OFF_RATIO)),
+        "length_correlation": correlation,
+    }
 
 
 def _side(texts: Sequence[str]) -> SideFigures:

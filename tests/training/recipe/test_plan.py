@@ -149,20 +149,30 @@ def test_a_tiny_corpus_and_identical_sides_are_named_at_start(tmp_path, caplog):
 
 
 def test_lines_out_of_step_are_named_at_start():
-    """Pairs whose lengths follow each other, then the same with the target one line behind."""
+    """Pairs whose lengths follow each other, then the same with the target one line behind;
+    and pairs as noisy in length as the shifted ones, but aligned."""
     lengths = [1 + (7 * i) % 13 for i in range(400)]
     src = [" ".join(["wort"] * n) for n in lengths]
     tgt = [" ".join(["word"] * n) + " ." for n in lengths]
     config = load_config(None)
     aligned, shifted = measure_texts(src, tgt), measure_texts(src[1:], tgt[:-1])
-    assert aligned.off_ratio == 0.0 and shifted.off_ratio > 0.3
+    assert aligned.off_ratio == 0.0 and aligned.length_correlation > 0.99
+    assert shifted.off_ratio > 0.3 and shifted.length_correlation < 0.1
     assert check_texts(aligned, config) == []
     [warning] = check_texts(shifted, config)
     assert warning.startswith(f"data.train: {shifted.off_ratio:.0%} of the pairs are more than 2 ")
-    assert "out of step" in warning and "tfm data check" in warning
-    assert figures_from(shifted.record()).off_ratio == shifted.off_ratio
-    older = {k: v for k, v in shifted.record().items() if k != "off_ratio"}  # a cache before it
-    assert figures_from(older).off_ratio == 0.0
+    assert "correlation" in warning and "out of step" in warning and "tfm data check" in warning
+    noisy = [t if i % 3 else t + " und so weiter und so fort" for i, t in enumerate(tgt)]
+    loose = measure_texts(src, noisy)  # a third of the targets padded: off, yet following
+    assert loose.off_ratio > 0.05 and loose.length_correlation > 0.5
+    assert check_texts(loose, config) == []
+    assert figures_from(shifted.record()) == shifted
+    older = {
+        k: v for k, v in shifted.record().items() if k not in ("off_ratio", "length_correlation")
+    }
+    assert (figures_from(older).off_ratio, figures_from(older).length_correlation) == (0.0, 1.0)
+    words = measure_texts(["Hund", "Katze"] * 200, ["dog", "cat"] * 200)  # a word list
+    assert words.length_correlation == 1.0 and check_texts(words, config) == []
 
 
 def test_unspaced_scripts_count_characters_as_words():

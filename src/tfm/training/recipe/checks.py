@@ -15,9 +15,11 @@ from tfm.training.recipe.rules import validations_that_can_stop
 
 FEWEST_PAIRS = 300  # below this, no model learns to translate
 MOSTLY_IDENTICAL = 0.5  # share of pairs with the same text on both sides
-# Share of pairs off the usual length ratio (corpus_figures.OFF_RATIO): aligned Multi30k and
-# Tatoeba pairs 0.04-0.7%, the same shifted by one line 9-19% (docs/experiments.md).
+# Lines out of step (corpus_figures): over this share of pairs off the usual length ratio
+# (aligned Multi30k and Tatoeba 0.04-0.7%, the same one line behind 9-19%) and a correlation of
+# the sides' log word counts under this (aligned 0.77-0.88, one line behind -0.25 to 0.19).
 OUT_OF_STEP = 0.05
+FOLLOWING_LENGTHS = 0.5
 
 
 def check_texts(texts: TextFigures, config: Config) -> list[str]:
@@ -34,12 +36,13 @@ def check_texts(texts: TextFigures, config: Config) -> list[str]:
             f"check that the {config.data.src_lang} and {config.data.tgt_lang} sides are two "
             "languages (file suffixes, tsv columns, jsonl fields)"
         )
-    if texts.off_ratio > OUT_OF_STEP:
+    if texts.off_ratio > OUT_OF_STEP and texts.length_correlation < FOLLOWING_LENGTHS:
         found.append(
             f"data.train: {texts.off_ratio:.0%} of the pairs are more than {OFF_RATIO:g} times "
-            "longer or shorter, in words, than the corpus's usual ratio of source to target: its "
-            "lines may be out of step (one missing from a file shifts every pair after it); "
-            "tfm data check shows examples"
+            "longer or shorter, in words, than the corpus's usual ratio of source to target, and "
+            f"the lengths of the two sides hardly follow each other (correlation "
+            f"{texts.length_correlation:.2f}): its lines may be out of step (one missing from a "
+            "file shifts every pair after it); tfm data check shows examples"
         )
     return found
 
