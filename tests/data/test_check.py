@@ -15,8 +15,8 @@ from tfm.data.check import (
     check_data,
     format_table,
     length_stats,
-    ratio_outliers,
 )
+from tfm.data.corpus_figures import ratio_outliers
 
 TRAIN = [
     ("the dog sees the cat .", "der Hund sieht die Katze ."),
@@ -73,11 +73,11 @@ def test_report_counts_each_planted_problem(config_path):
 
 def test_a_pair_is_an_outlier_by_its_distance_from_the_usual_ratio():
     src, tgt = np.array([9, 9, 9, 9, 2, 0, 9]), np.array([19, 19, 19, 19, 19, 0, 3])
-    outliers, median = ratio_outliers(src, tgt)
+    outliers, median = ratio_outliers(src, tgt, 3.0)
     assert median == 0.5  # (9 + 1) / (19 + 1): twice the target's words is usual here
     # 3/20 is 3.3 times below it, 1/1 twice above, 10/4 five times above
     assert outliers.tolist() == [4, 6]
-    assert ratio_outliers(np.array([], dtype=np.int64), np.array([], dtype=np.int64))[1] == 1.0
+    assert ratio_outliers(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 3.0)[1] == 1.0
 
 
 def test_length_helpers():

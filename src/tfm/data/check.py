@@ -25,6 +25,7 @@ import numpy as np
 from tfm.config import SPLITS, Config
 from tfm.data.cache.prepared_cache import OVERLAP_SHARE, prepared_entry
 from tfm.data.corpus import check_splits_readable, toy_has_languages
+from tfm.data.corpus_figures import ratio_outliers
 from tfm.data.pipeline import load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
@@ -136,7 +137,7 @@ def _lengths(scan: dict[str, np.ndarray], tokens: dict, max_length: int) -> dict
 
 
 def _pairs(scan: dict[str, np.ndarray], src: Sequence[str], tgt: Sequence[str]) -> dict:
-    outliers, median = ratio_outliers(scan["src_words"], scan["tgt_words"])
+    outliers, median = ratio_outliers(scan["src_words"], scan["tgt_words"], RATIO_LIMIT)
     hashes = scan["pair_hash"]
     return {
         "words_ratio_median": round(median, 3),
@@ -159,20 +160,6 @@ def _shared(hashes: np.ndarray, train: np.ndarray) -> int:
         return 0
     at = np.minimum(np.searchsorted(train, hashes), len(train) - 1)
     return int(np.count_nonzero(train[at] == hashes))
-
-
-def ratio_outliers(src_words: np.ndarray, tgt_words: np.ndarray) -> tuple[np.ndarray, float]:
-    """The pairs (their indices) whose ratio of source to target words, (src + 1) / (tgt + 1),
-    is more than `RATIO_LIMIT` times the usual one (the median) either way, and the median.
-    Languages differ in words a sentence (Turkish has fewer than English; Japanese, a word a
-    character, about twice as many): it is a pair's distance from its corpus's ratio that
-    suggests a misaligned line."""
-    if not len(src_words):
-        return np.zeros(0, dtype=np.int64), 1.0
-    ratios = (src_words + 1) / (tgt_words + 1)
-    median = float(np.median(ratios))
-    off = ratios / median
-    return np.flatnonzero(np.maximum(off, 1 / off) > RATIO_LIMIT), median
 
 
 def length_stats(lengths: Sequence[int] | np.ndarray) -> dict:

@@ -132,15 +132,27 @@ def _alignment(src: Sequence[str], tgt: Sequence[str]) -> dict[str, float]:
     each); a correlation of 1 where a side's lengths do not vary (no sign either way)."""
     if not src:
         return {}
-    counts = np.array([word_counts(src), word_counts(tgt)], dtype=np.float64) + 1
-    off = counts[0] / counts[1]
-    off /= np.median(off)
-    logs = np.log(counts)
+    counts = np.array([word_counts(src), word_counts(tgt)], dtype=np.int64)
+    outliers, _ = ratio_outliers(counts[0], counts[1], OFF_RATIO)
+    logs = np.log(counts + 1)
     correlation = 1.0 if min(logs.std(axis=1)) == 0 else float(np.corrcoef(logs)[0, 1])
-    return {
-        "off_ratio": float(np.mean(np.maximum(off, 1 / off) > OFF_RATIO)),
-        "length_correlation": correlation,
-    }
+    return {"off_ratio": len(outliers) / len(src), "length_correlation": correlation}
+
+
+def ratio_outliers(
+    src_words: np.ndarray, tgt_words: np.ndarray, limit: float
+) -> tuple[np.ndarray, float]:
+    """The pairs (their indices) whose ratio of source to target words, (src + 1) / (tgt + 1),
+    is more than `limit` times the usual one (the median) either way, and the median.
+    Languages differ in words a sentence (Turkish has fewer than English; Japanese, a word a
+    character, about twice as many): it is a pair's distance from its corpus's ratio that
+    suggests a misaligned line."""
+    if not len(src_words):
+        return np.zeros(0, dtype=np.int64), 1.0
+    ratios = (src_words + 1) / (tgt_words + 1)
+    median = float(np.median(ratios))
+    off = ratios / median
+    return np.flatnonzero(np.maximum(off, 1 / off) > limit), median
 
 
 def _side(texts: Sequence[str]) -> SideFigures:
