@@ -219,3 +219,28 @@ def test_what_every_process_reads_alike_is_said_by_process_0_only(
         load_config(empty)
     assert any("is empty: every key" in r.getMessage() for r in caplog.records) == said
     assert logging.getLogger("tfm").level == level
+
+
+def test_a_process_other_than_0_says_nothing_of_the_data(tmp_path, caplog):
+    """Every process reads the data; process 0 names its mistakes (here a validation split
+    that is the training corpus), the others only build their replica."""
+    from tfm.training.session_opening import open_session
+
+    pairs = [(f"ich sehe {n} hunde", f"i see {n} dogs") for n in range(150)]
+    for lang, side in (("de", 0), ("en", 1)):
+        text = "".join(pair[side] + "\n" for pair in pairs)
+        (tmp_path / f"corpus.{lang}").write_text(text, encoding="utf-8")
+    corpus = {"format": "text", "path": str(tmp_path / "corpus")}
+    data = {"src_lang": "de", "tgt_lang": "en", "train": corpus, "validation": corpus}
+    config = load_config(write_config(tmp_path, max_steps=1), [f"data={data}"])
+
+    def data_warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records
+                if r.levelno >= logging.WARNING and r.name.startswith("tfm.data")]  # fmt: skip
+
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        train(config, progress_bar=False)  # as process 0: it prepares the run directory
+        assert any("training sources too" in w for w in data_warnings())
+        caplog.clear()
+        open_session(config, resume=True, overwrite=False, rank=1, world_size=2)
+        assert data_warnings() == []
