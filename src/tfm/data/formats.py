@@ -341,27 +341,31 @@ def field_names(fields: dict[str, str], *, src_lang: str, tgt_lang: str, key: st
     return names
 
 
-def _has(record: dict[str, Any], name: str) -> bool:
-    """Whether `_lookup` finds `name` in `record`."""
+_MISSING = object()
+
+
+def _field(record: dict[str, Any], name: str) -> Any:
+    """record[name], where "a.b" means record["a"]["b"] unless "a.b" itself is a key;
+    `_MISSING` where there is no such field."""
     value: Any = record
     for part in [name] if name in record else name.split("."):
         if not isinstance(value, dict) or part not in value:
-            return False
+            return _MISSING
         value = value[part]
-    return True
+    return value
+
+
+def _has(record: dict[str, Any], name: str) -> bool:
+    """Whether `record` has the field `name` (`_field`)."""
+    return _field(record, name) is not _MISSING
 
 
 def _lookup(record: dict[str, Any], name: str, *, lang: str, where: str, key: str) -> str:
-    """record[name], where "a.b" means record["a"]["b"] unless "a.b" itself is a key."""
-    value: Any = record
-    parts = [name] if name in record else name.split(".")
-    for part in parts:
-        if not isinstance(value, dict) or part not in value:
-            keys = ", ".join(record)
-            raise DataError(
-                f"{where}: no field '{name}' for '{lang}' (keys: {keys}); set {key}.fields"
-            )
-        value = value[part]
+    """The text of the field `name` of `record` (`_field`); a null is an empty side."""
+    value = _field(record, name)
+    if value is _MISSING:
+        keys = ", ".join(record)
+        raise DataError(f"{where}: no field '{name}' for '{lang}' (keys: {keys}); set {key}.fields")
     if value is None:
         return ""
     if not isinstance(value, str):

@@ -56,9 +56,7 @@ def words(text: str) -> list[str]:
 
 def word_count(text: str) -> int:
     """How many `words` `text` has."""
-    if text.isascii() or not unspaced(text):
-        return len(text.split())
-    return len(_WORD.findall(text))
+    return len(words(text))
 
 
 def word_counts(texts: Iterable[str]) -> list[int]:
@@ -67,5 +65,8 @@ def word_counts(texts: Iterable[str]) -> list[int]:
 
 
 def unspaced(text: str) -> bool:
-    """Whether `text` holds a character of a script written without spaces."""
-    return _AT_OR_ABOVE.search(text) is not None and _UNSPACED.search(text) is not None
+    """Whether `text` holds a character of a script written without spaces (ASCII text, and
+    text with nothing from the first block up, are told apart without the blocks' search)."""
+    if text.isascii() or _AT_OR_ABOVE.search(text) is None:
+        return False
+    return _UNSPACED.search(text) is not None
