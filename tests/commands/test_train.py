@@ -222,13 +222,15 @@ def test_a_missing_dataset_folder_is_named_before_the_training_split_is_prepared
 
 @pytest.mark.parametrize("command", [["train", "--no-progress"], ["config", "show"],
                                      ["data", "check"]])  # fmt: skip
-def test_no_validation_split_for_another_pair_is_named_before_anything_is_read(
+def test_a_corpus_too_small_to_hold_out_validation_is_named_before_anything_is_read(
     tmp_path, monkeypatch, command
 ):
-    """A config that names no validation split gets the toy corpus's, which is English–German:
-    for another pair that is said at the start, not after the training split's preparation."""
+    """A config that names no validation split holds one out of the training corpus: where the
+    corpus is too small for that, it is said at the start, not after the training split's
+    preparation."""
     monkeypatch.chdir(tmp_path)
-    write_pairs(tmp_path / "train", en="the dog", fr="le chien")
+    (tmp_path / "train.en").write_text("the dog\n", encoding="utf-8")
+    (tmp_path / "train.fr").write_text("le chien\n", encoding="utf-8")
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps({"run_dir": "run", "data": {
         "src_lang": "en", "tgt_lang": "fr", "train": {"format": "text", "path": "train"}}}),
@@ -236,9 +238,9 @@ def test_no_validation_split_for_another_pair_is_named_before_anything_is_read(
     result = invoke(*command, "--config", str(config))
     assert (result.exit_code, result.stdout) == (2, ""), result.output
     assert result.stderr.splitlines()[-1] == (
-        "tfm: error: data.validation is the built-in toy corpus (what a config that names no "
-        "validation split gets), which is English–German, but src_lang/tgt_lang are 'en'/'fr': "
-        "give data.validation in the config"
+        "tfm: error: data.train (train.{en,fr}) has 1 pair: too few to hold out 1 for validation "
+        "and test and train on the rest; give data.validation and data.test (or a smaller "
+        "`pairs`)"
     )
     assert "BPE" not in result.stderr and "prepared" not in result.stderr
     assert {p.name for p in tmp_path.iterdir()} == {"c.yaml", "train.en", "train.fr"}

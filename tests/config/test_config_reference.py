@@ -98,7 +98,8 @@ def test_keys_carry_type_default_bounds_and_choices_of_the_schema():
     assert (keys["data.train"].type, keys["data.train"].default) == ("section", "{format: toy}")
     assert keys["data.<split>.format"].default == ""  # required
     row = (
-        "| `data.<split>.format` | str | required | `toy`, `text`, `tsv`, `jsonl`, `hub`, `disk` |"
+        "| `data.<split>.format` | str | required | `toy`, `text`, `tsv`, `jsonl`, `hub`, `disk`, "
+        "`held_out` |"
     )
     assert row in render()
 

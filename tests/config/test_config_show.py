@@ -58,7 +58,8 @@ def test_changed_keys_are_exactly_those_off_their_default():
     changed = dict(changed_keys(config))
     assert changed["run_dir"] == "runs/toy" and changed["model.d_model"] == "128"
     assert changed["data.train.format"] == "tsv" and changed["data.train.columns"] == "[en, de]"
-    assert changed["train.lr"] == "0.002" and "data.validation.format" not in changed
+    assert changed["train.lr"] == "0.002" and changed["data.validation.format"] == "held_out"
+    assert "data.validation.pairs" not in changed and "data.toy.seed" not in changed
     assert "train.seed" not in changed and "data.train.name" not in changed
     assert changed_keys(Config()) == []
 

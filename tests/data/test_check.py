@@ -150,6 +150,27 @@ def test_a_config_without_a_test_split_checks_the_other_two_and_says_so(tmp_path
     assert list(check_data(load_config(config))["splits"]) == ["train", "validation", "test"]
 
 
+def test_a_config_naming_only_train_checks_validation_and_test_held_out_of_it(tmp_path):
+    """The splits held out of the training corpus are checked as splits: sentences training
+    does not read."""
+    path = tmp_path / "train.tsv"
+    path.write_text("".join(f"{en}\t{fr}\n" for en, fr in TRAIN), encoding="utf-8")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"run_dir: {tmp_path / 'run'}\ndata: {{src_lang: en, tgt_lang: fr, train: {{format: tsv, "
+        f"path: {path}, columns: [en, fr]}}}}\ntokenizer: {{vocab_size: 120, min_frequency: 1}}\n"
+    )
+    result = CliRunner().invoke(app, ["data", "check", "--config", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    splits = json.loads(result.stdout)["splits"]
+    assert list(splits) == ["train", "validation", "test"]
+    for name in ("validation", "test"):
+        stats = splits[name]
+        assert stats["pairs"] >= 1 and stats["src_in_train"] == stats["pairs_in_train"] == 0
+    held = splits["train"]["dropped"]["held out for validation and test"]
+    assert held >= 2 and splits["train"]["pairs"] == len(TRAIN) - held
+
+
 def test_cli_missing_config_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(app, ["data", "check", "--config", str(tmp_path / "no.yaml")])
     assert result.exit_code == 2

@@ -76,12 +76,15 @@ class SourceConfig(StrictModel):
     - `jsonl`: one JSON object per line; `fields` maps a language code to its field name.
     - `hub`: a HuggingFace hub dataset `name` (with `split`, `fields`); needs network.
     - `disk`: a folder written by `datasets.save_to_disk` (with `split`, `fields`).
+    - `held_out`: pairs held out of `data.train` (validation and test only; `pairs` sets how
+      many): what a config that names a training corpus and no validation split gets.
 
     Relative paths are resolved from the current directory.
     """
 
-    format: Literal["toy", "text", "tsv", "jsonl", "hub", "disk"] = Field(
-        description="Kind of source: the toy corpus, text files, TSV, JSON lines, hub or disk."
+    format: Literal["toy", "text", "tsv", "jsonl", "hub", "disk", "held_out"] = Field(
+        description="Kind of source: the toy corpus, text files, TSV, JSON lines, hub, disk, or "
+        "pairs held out of the training corpus."
     )
     path: str | None = Field(
         None, description="File prefix (text), file (tsv, jsonl) or folder (disk) to read."
@@ -103,6 +106,13 @@ class SourceConfig(StrictModel):
         description="Language code of each column in file order (tsv); null: "
         "`[src_lang, tgt_lang]`.",
     )
+    pairs: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Sentences held out of the training corpus, each with all its pairs "
+        "(held_out); null: 5% of the training pairs, at most 1,000.",
+    )
 
     @model_validator(mode="after")
     def _needs(self) -> SourceConfig:
@@ -113,8 +123,10 @@ class SourceConfig(StrictModel):
             "jsonl": ("path", "fields"),
             "hub": ("name", "split", "fields"),
             "disk": ("path", "split", "fields"),
+            "held_out": ("pairs",),
         }[self.format]
-        ignored = [k for k in ("path", "name", "split", "fields", "columns") if k not in used]
+        keys = ("path", "name", "split", "fields", "columns", "pairs")
+        ignored = [k for k in keys if k not in used]
         if given := [k for k in ignored if getattr(self, k)]:
             raise ValueError(f"{', '.join(given)} has no effect with format '{self.format}'")
         if self.format in ("text", "tsv", "jsonl", "disk") and not self.path:
@@ -149,7 +161,12 @@ def _toy() -> SourceConfig:
 
 
 class DataConfig(StrictModel):
-    """The language pair, where each split comes from, and the training length limit."""
+    """The language pair, where each split comes from, and the training length limit.
+
+    A config that names a training corpus (not the toy corpus) and no validation split gets one
+    held out of the corpus (`held_out`), and a test split too where it names none; a split
+    left out otherwise is the toy corpus's.
+    """
 
     src_lang: str = Field("en", description="Language code of the source side, e.g. `en`.")
     tgt_lang: str = Field(
@@ -157,10 +174,14 @@ class DataConfig(StrictModel):
     )
     train: SourceConfig = Field(default_factory=_toy, description="Source of the training split.")
     validation: SourceConfig = Field(
-        default_factory=_toy, description="Source of the validation split (early stopping, best)."
+        default_factory=_toy,
+        description="Source of the validation split (early stopping, best); not given: held out "
+        "of `data.train` (the toy corpus's where `data.train` is the toy corpus).",
     )
     test: SourceConfig = Field(
-        default_factory=_toy, description="Source of the test split (`tfm eval`)."
+        default_factory=_toy,
+        description="Source of the test split (`tfm eval`); not given: held out of `data.train` "
+        "where data.validation is too, else the toy corpus's.",
     )
     toy: ToyConfig = Field(
         default_factory=ToyConfig, description="The toy corpus, for sources of format `toy`."
@@ -184,6 +205,28 @@ class DataConfig(StrictModel):
         "memory-mapped, reused by every run on the same data; null: `.tfm-cache` beside "
         "`run_dir`.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _held_out_by_default(cls, values: object) -> object:
+        """No validation split named beside a training corpus (not the toy corpus): hold it out
+        of the corpus, and the test split too where that is not named either."""
+        if not isinstance(values, dict) or values.get("train") is None:
+            return values
+        train = values["train"]
+        form = train.get("format") if isinstance(train, dict) else getattr(train, "format", None)
+        if form in (None, "toy") or values.get("validation") is not None:
+            return values
+        missing = [split for split in SPLITS[1:] if values.get(split) is None]
+        return {**values, **{split: {"format": "held_out"} for split in missing}}
+
+    @model_validator(mode="after")
+    def _train_is_read(self) -> DataConfig:
+        if self.train.format == "held_out":
+            raise ValueError(
+                "data.train: format 'held_out' is for validation and test, held out of data.train"
+            )
+        return self
 
 
 class TokenizerConfig(StrictModel):

@@ -24,9 +24,9 @@ import numpy as np
 
 from tfm.config import SPLITS, Config
 from tfm.data.cache.prepared_cache import OVERLAP_SHARE, prepared_entry
-from tfm.data.corpus import check_splits_readable, toy_has_languages
+from tfm.data.corpus import toy_has_languages
 from tfm.data.corpus_figures import ratio_outliers
-from tfm.data.pipeline import load_texts
+from tfm.data.pipeline import check_splits, load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
 from tfm.data.words import word_count
@@ -49,7 +49,7 @@ def check_data(config: Config) -> dict:
     data = config.data
     untested = data.test.format == "toy" and not toy_has_languages(data.src_lang, data.tgt_lang)
     names = [name for name in SPLITS if not (untested and name == "test")]
-    check_splits_readable(data, names)  # before the training split is prepared
+    check_splits(data, names)  # before the training split is prepared
     entry = prepared_entry(config)
     report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
     tokenizer = entry.tokenizer()

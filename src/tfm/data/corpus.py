@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 LONG_LINE = "side too long"  # a pair dropped before tokenizing: more than MAX_LINE_CHARS characters
 _LABELS = {"empty": "empty side", LONG_LINE: f"side over {MAX_LINE_CHARS:,} characters"}
 _STRING_TYPES = ("string", "large_string")
+
+# Pairs a reader leaves out besides the empty and the too long: the reason, and the test.
+Withhold = tuple[str, Callable[[tuple[str, str]], bool]]
 
 
 @dataclass
@@ -110,6 +113,8 @@ def check_splits_readable(data: DataConfig, splits: Sequence[str]) -> None:
     split has been prepared."""
     for split in splits:
         source = getattr(data, split)
+        if source.format == "held_out":
+            continue  # read from data.train, which is checked too
         if source.format == "toy":
             _check_toy_languages(split, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
         if source.format == "disk":
@@ -127,11 +132,12 @@ def load_split(
     tgt_lang: str,
     toy: ToyConfig,
     control_chars: str | None = "warn",
+    withhold: Withhold | None = None,
 ) -> tuple[dict[str, list[str]], LoadReport]:
     """Read the `split` pairs that `source` names, cleaned; see the module docstring."""
     stream, cleaner = stream_split(
         source, split=split, src_lang=src_lang, tgt_lang=tgt_lang, toy=toy,
-        control_chars=control_chars,
+        control_chars=control_chars, withhold=withhold,
     )  # fmt: skip
     src: list[str] = []
     tgt: list[str] = []
@@ -150,6 +156,7 @@ def stream_split(
     toy: ToyConfig,
     control_chars: str | None = None,
     hashing: Hashing | None = None,
+    withhold: Withhold | None = None,
 ) -> tuple[Iterator[list[tuple[str, str]]], Cleaner]:
     """`load_split` a list of cleaned pairs at a time (`formats.chunked`; none empty);
     `cleaner.report()` once they are all read.
@@ -157,10 +164,13 @@ def stream_split(
     The file formats (`text`, `tsv`, `jsonl`) stream, so a corpus larger than memory goes
     through; `hub`, `disk` and `toy` are read whole first. With `control_chars` ("warn" or
     "refuse", as `data.control_chars`), the raw text is screened (`screening`); None: not.
-    The files' bytes are told to `hashing` as they are read.
+    The files' bytes are told to `hashing` as they are read. With `withhold` (a reason and a
+    test of a cleaned pair), the pairs the test picks are left out too, counted under the reason.
     """
     if src_lang == tgt_lang:
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
+    if source.format == "held_out":
+        raise ValueError("a held-out split is read from the training corpus (`held_out`)")
     key = f"data.{split}"
     langs = {"src_lang": src_lang, "tgt_lang": tgt_lang}
     path = source.path or ""  # the schema requires a path for the formats that read one
@@ -187,7 +197,9 @@ def stream_split(
             langs=(src_lang, tgt_lang), policy=control_chars,
         )  # fmt: skip
         raw = screen.watch(raw)
-    cleaner = Cleaner(split=split, origin=stream.origin, unit=stream.unit, screen=screen)
+    cleaner = Cleaner(
+        split=split, origin=stream.origin, unit=stream.unit, screen=screen, withhold=withhold
+    )
     return cleaner.clean(raw), cleaner
 
 
@@ -197,18 +209,27 @@ class Cleaner:
     once: BPE's time grows with the square of a word's length, and no sentence is that long)."""
 
     def __init__(
-        self, *, split: str, origin: str, unit: str, screen: CharacterScreen | None = None
+        self,
+        *,
+        split: str,
+        origin: str,
+        unit: str,
+        screen: CharacterScreen | None = None,
+        withhold: Withhold | None = None,
     ) -> None:
         self.split, self.origin, self.unit, self.screen = split, origin, unit, screen
+        self.withhold = withhold
         self.read = 0
         self.empty: list[int] = []  # the read indices of the dropped pairs
         self.long: list[int] = []
+        self.held: list[int] = []
         self.max_chars = MAX_LINE_CHARS if split == "train" else None
 
     def clean(self, chunks: Iterable[list[tuple[str, str]]]) -> Iterator[list[tuple[str, str]]]:
         """Each chunk's pairs stripped, less the empty and the too long (counted); no chunk
         comes out empty."""
         limit = self.max_chars
+        withheld = self.withhold[1] if self.withhold is not None else None
         for chunk in chunks:
             kept = []
             for src_text, tgt_text in chunk:
@@ -218,6 +239,8 @@ class Cleaner:
                     self.empty.append(self.read - 1)
                 elif limit is not None and max(len(src_text), len(tgt_text)) > limit:
                     self.long.append(self.read - 1)
+                elif withheld is not None and withheld((src_text, tgt_text)):
+                    self.held.append(self.read - 1)
                 else:
                     kept.append((src_text, tgt_text))
             if kept:
@@ -232,7 +255,9 @@ class Cleaner:
         )
         report.drop("empty", len(self.empty), at=self.empty)
         report.drop(LONG_LINE, len(self.long), at=self.long)
-        report.skipped = sorted(self.empty + self.long)
+        if self.withhold is not None:
+            report.drop(self.withhold[0], len(self.held), at=self.held)
+        report.skipped = sorted(self.empty + self.long + self.held)
         if self.long:
             logger.warning("%s: dropped %d pair(s) with a side longer than %s characters (%s %s)",
                            self.split, len(self.long), f"{MAX_LINE_CHARS:,}", self.unit,

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tfm.config import DataConfig, TokenizerConfig, planned
-from tfm.data.corpus import LoadReport, load_split
+from tfm.data.corpus import LoadReport, check_splits_readable, load_split
+from tfm.data.held_out import held_out
 from tfm.data.interruptible import interruptibly
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
 from tfm.errors import DataError
@@ -37,12 +38,29 @@ class EncodedSplit:
         return len(self.src)
 
 
+def check_splits(data: DataConfig, splits: Sequence[str]) -> None:
+    """Before any split is read: the files of `splits` are there and readable in these
+    languages (`corpus.check_splits_readable`), and with "train" among them, the splits held
+    out of it are found (its one pass, which preparing the training split needs too), so that a
+    corpus too small to hold them out is named at the start as well."""
+    check_splits_readable(data, splits)
+    if "train" in splits:
+        held_out(data)
+
+
 def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], LoadReport]:
-    """Read one split's sentence pairs as two aligned lists, and log its one-line summary."""
+    """Read one split's sentence pairs as two aligned lists, with its load report; the training
+    split without the pairs held out of it, a held-out split from the training corpus."""
     source = getattr(config, split)
+    found = held_out(config)
+    if source.format == "held_out":
+        assert found is not None  # a split of this format is held out
+        src, tgt = found.pairs[split]
+        return src[:], tgt[:], found.report(split)
     texts, report = load_split(
         source, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang, toy=config.toy,
         control_chars=config.control_chars,
+        withhold=found.withhold() if found is not None and split == "train" else None,
     )  # fmt: skip
     return texts["src"][:], texts["tgt"][:], report
 

@@ -14,8 +14,8 @@ import torch
 
 from tfm.config import Config, planned
 from tfm.data.cache.prepared_cache import training_splits
-from tfm.data.corpus import check_splits_readable
 from tfm.data.epochs import EpochPlan
+from tfm.data.pipeline import check_splits
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import precision_name, select_device, training_precision
 from tfm.errors import UsageError
@@ -85,7 +85,7 @@ def open_session(
     paths = RunPaths(Path(config.run_dir))
     writer = rank == 0
     checkpoint = check_run_dir(paths, config, resume=resume, overwrite=overwrite, writer=writer)
-    check_splits_readable(config.data, ("train", "validation"))  # before either is read or timed
+    check_splits(config.data, ("train", "validation"))  # before either is read or timed
     device = select_device(config.train.device)
     use_threads(config.train.threads)
     dtype = training_precision(config.train.precision, device)

@@ -24,6 +24,7 @@ from tfm.atomic import atomic_write_text
 from tfm.config import Config, SourceConfig
 from tfm.data.corpus import stream_split
 from tfm.data.formats import files_read
+from tfm.data.held_out import held_out_splits
 
 VERSION = 2  # of the cache's folder layout; another version is another key
 SIDES = ("src", "tgt")  # the file stems of an entry's two sides
@@ -126,9 +127,11 @@ def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -
     parts = {
         "version": VERSION,
         "langs": [data.src_lang, data.tgt_lang],
-        "source": source.model_dump(mode="json", exclude={"path"}),
+        "source": source.model_dump(mode="json", exclude={"path", "pairs"}),
         "content": content,
     }
+    if held := {split: getattr(data, split).pairs for split in held_out_splits(data)}:
+        parts["held_out"] = held  # the training split is the corpus without them
     corpus = {**parts, "tokenizer": {k: v for k, v in tokenizer.items() if k != "vocab_size"}}
     return CorpusKey(_hash(corpus), {**parts, "tokenizer": tokenizer}, origin)
 

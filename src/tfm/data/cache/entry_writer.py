@@ -40,6 +40,7 @@ from tfm.data.cache.parallel_encoding import Encoding, workers_for
 from tfm.data.corpus import LoadReport, stream_split
 from tfm.data.corpus_figures import FigureCounter, TextFigures
 from tfm.data.formats import Hashing
+from tfm.data.held_out import withhold
 from tfm.data.interruptible import interruptibly
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer, train_tokenizer
@@ -249,7 +250,7 @@ def _write_texts(
     pairs, cleaner = stream_split(
         data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy,
         control_chars="count",  # kept in meta.json; every run that maps the entry reports it
-        hashing=hashing,
+        hashing=hashing, withhold=withhold(data),
     )  # fmt: skip
     writers = [_RowWriter(folder / f"{s}.text", folder / f"{s}.text-offsets.npy") for s in SIDES]
     alphabets: dict[str, set[str]] = {side: set() for side in SIDES}

@@ -28,9 +28,8 @@ from tfm.config import RECIPE_KEYS, Config, load_config, planned
 from tfm.config.show import render_yaml
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.cache.prepared_cache import CacheEntry, prepared_entry
-from tfm.data.corpus import check_splits_readable
 from tfm.data.corpus_figures import TextFigures
-from tfm.data.pipeline import EncodedSplit, prepare_splits
+from tfm.data.pipeline import EncodedSplit, check_splits, prepare_splits
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import select_device, training_precision
@@ -279,7 +278,7 @@ def show_planned(config: str | None, overrides: list[str], *, comments: bool = T
     loaded = load_config(config, overrides)
     if not unset_keys(loaded):
         return render_yaml(loaded, comments=comments)
-    check_splits_readable(loaded.data, ("train", "validation"))  # before either is read or timed
+    check_splits(loaded.data, ("train", "validation"))  # before either is read or timed
     device = select_device(loaded.train.device)
     use_threads(loaded.train.threads)
     # timed as training times it: in its precision (bf16 autocast for `auto` on a GPU)
