@@ -118,7 +118,7 @@ def _identity(data: DataConfig, splits: tuple[str, ...]) -> str:
             stat = os.stat(path)
         except OSError:
             continue  # the pass names the missing file
-        stats.append((str(path), stat.st_size, stat.st_mtime_ns))
+        stats.append((str(path.resolve()), stat.st_size, stat.st_mtime_ns))
     asked = {split: getattr(data, split).pairs for split in splits}
     langs = (data.src_lang, data.tgt_lang)
     toy = data.toy.model_dump_json()
