@@ -148,9 +148,21 @@ def test_pairs_sets_the_size_and_too_many_is_one_error(tsv):
         big = {"format": "held_out", "pairs": 100_000}  # every sentence
         load_texts(data_config(tsv, validation=big, test=big), "validation")
     assert str(error.value) == (
-        f"data.train ({tsv}) has {len(corpus())} pairs: too few to hold out {len(set(corpus()))} "
+        f"data.validation is held out of data.train: data.train ({tsv}) has {len(corpus())} "
+        f"pairs: too few to hold out {len(set(corpus()))} "
         "for validation and test and train on the rest; give data.validation and data.test (or a "
         "smaller `pairs`)"
+    )
+
+
+def test_a_held_out_split_whose_corpus_is_gone_says_where_it_comes_from(tmp_path):
+    path = write_tsv(tmp_path / "train.tsv", corpus())
+    data = data_config(path)
+    Path(path).unlink()
+    with pytest.raises(DataError) as error:
+        load_texts(data, "test")
+    assert str(error.value) == (
+        f"data.test is held out of data.train: {path}: no such file (check data.train.path)"
     )
 
 

@@ -52,15 +52,19 @@ def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], Lo
     """Read one split's sentence pairs as two aligned lists, with its load report; the training
     split without the pairs held out of it, a held-out split from the training corpus."""
     source = getattr(config, split)
-    found = held_out(config)
     if source.format == "held_out":
+        try:
+            found = held_out(config)
+        except DataError as error:  # e.g. the training files moved since the run trained
+            raise DataError(f"data.{split} is held out of data.train: {error}") from None
         assert found is not None  # a split of this format is held out
         src, tgt = found.pairs[split]
         return src[:], tgt[:], found.report(split)
+    found = held_out(config) if split == "train" else None
     texts, report = load_split(
         source, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang, toy=config.toy,
         control_chars=config.control_chars,
-        withhold=found.withhold() if found is not None and split == "train" else None,
+        withhold=found.withhold() if found is not None else None,
     )  # fmt: skip
     return texts["src"][:], texts["tgt"][:], report
 
