@@ -126,8 +126,9 @@ def test_cli_takes_set_overrides_as_train_does(config_path, tmp_path):
 
 
 def test_a_config_without_a_test_split_checks_the_other_two_and_says_so(tmp_path):
-    """Training needs no test split: where the config names none and the pair is not the toy
-    corpus's, the check covers train and validation and a note says why test is missing."""
+    """Training needs no test split: where the config names none beside a validation split,
+    the check covers train and validation and a note says why test is missing; the toy corpus
+    it would get tests only a model trained on it, whatever the languages."""
     lines = [f"run_dir: {tmp_path / 'run'}", "data:", "  src_lang: en", "  tgt_lang: fr"]
     for split, pairs in (("train", TRAIN), ("validation", VALIDATION)):
         path = tmp_path / f"{split}.tsv"
@@ -140,14 +141,16 @@ def test_a_config_without_a_test_split_checks_the_other_two_and_says_so(tmp_path
     report = json.loads(result.stdout)
     assert list(report["splits"]) == ["train", "validation"]
     assert report["splits"]["validation"]["pairs"] == len(VALIDATION)
-    assert report["notes"][-1] == (
+    note = (
         "test: not checked: the config names no test split (the built-in toy corpus it would "
-        "get is English–German); give data.test to check one"
+        "get tests only a model trained on it); give data.test to check one"
     )
-    # English–German: the toy corpus is a test split it can read, and is checked as one
+    assert report["notes"][-1] == note
+    # English–German, the toy's languages: still no test of a model trained on these files
     german = config.read_text().replace("tgt_lang: fr", "tgt_lang: de").replace("fr]", "de]")
     config.write_text(german)
-    assert list(check_data(load_config(config))["splits"]) == ["train", "validation", "test"]
+    report = check_data(load_config(config))
+    assert list(report["splits"]) == ["train", "validation"] and report["notes"][-1] == note
 
 
 def test_a_config_naming_only_train_checks_validation_and_test_held_out_of_it(tmp_path):

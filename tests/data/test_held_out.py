@@ -232,3 +232,35 @@ def test_train_then_eval_on_a_config_that_names_only_train(tmp_path, monkeypatch
     assert scored.exit_code == 0, scored.output
     assert json.loads(scored.stdout)["sentences"] == len(test_src)
     assert f"test: read {len(test_src)} pairs from {tsv} (held out)" in scored.stderr
+
+
+def test_a_config_naming_validation_but_no_test_gets_no_toy_test_of_its_model(
+    tmp_path, monkeypatch
+):
+    """Beside a validation split the test split is not held out; its default, the toy corpus,
+    would score a model of other data on a grammar it never saw, even in the toy's languages:
+    `tfm eval` says so instead of scoring it, and a toy validation split is refused likewise."""
+    monkeypatch.chdir(tmp_path)
+    pairs = [(en, fr.replace("phrase", "Satz")) for en, fr in corpus()]
+    path = write_tsv(tmp_path / "train.tsv", pairs)
+    columns = ["en", "de"]
+    data = {"src_lang": "en", "tgt_lang": "de",
+            "train": {"format": "tsv", "path": path, "columns": columns},
+            "validation": {"format": "tsv", "path": path, "columns": columns}}  # fmt: skip
+    config = tiny_config_file(tmp_path, data=data, max_steps=2, validate_every=2)
+    runner = CliRunner()
+    trained = runner.invoke(app, ["train", "--config", str(config), "--no-progress"])
+    assert trained.exit_code == 0, trained.output
+    scored = runner.invoke(app, ["eval", "--run", str(tmp_path / "run")])
+    assert scored.exit_code == 2 and scored.stdout == ""
+    assert scored.stderr.splitlines()[-1] == (
+        "tfm: error: data.test is the built-in toy corpus (what a config that names no test "
+        "split gets beside a validation split), which can only test a model trained on it, not "
+        "on data.train's 'tsv' source: give data.test in the config (or score files: tfm eval "
+        "--src FILE --ref FILE)"
+    )
+    data["validation"] = {"format": "toy"}
+    toy_validation = tiny_config_file(tmp_path, data=data, name="toy_validation")
+    refused = runner.invoke(app, ["train", "--config", str(toy_validation), "--no-progress"])
+    assert refused.exit_code == 2
+    assert "data.validation is the built-in toy corpus" in refused.stderr.splitlines()[-1]

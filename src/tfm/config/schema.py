@@ -181,7 +181,8 @@ class DataConfig(StrictModel):
     test: SourceConfig = Field(
         default_factory=_toy,
         description="Source of the test split (`tfm eval`); not given: held out of `data.train` "
-        "where data.validation is too, else the toy corpus's.",
+        "where data.validation is not given either, else the toy corpus's (which tests only a "
+        "model trained on the toy corpus).",
     )
     toy: ToyConfig = Field(
         default_factory=ToyConfig, description="The toy corpus, for sources of format `toy`."

@@ -44,10 +44,12 @@ EXAMPLES = 3
 
 def check_data(config: Config) -> dict:
     """The report (JSON-ready) for the config's data and tokenizer sections. A test split left
-    to the toy corpus's default where the languages are not the toy's is not checked (training
-    does not need one) and a note says so."""
+    to the toy corpus's default beside another training corpus, or where the languages are not
+    the toy's, is not checked (training does not need one) and a note says so."""
     data = config.data
-    untested = data.test.format == "toy" and not toy_has_languages(data.src_lang, data.tgt_lang)
+    untested = data.test.format == "toy" and (
+        data.train.format != "toy" or not toy_has_languages(data.src_lang, data.tgt_lang)
+    )
     names = [name for name in SPLITS if not (untested and name == "test")]
     check_splits(data, names)  # before the training split is prepared
     entry = prepared_entry(config)
@@ -91,7 +93,7 @@ def check_data(config: Config) -> dict:
     if untested:
         result["notes"].append(
             "test: not checked: the config names no test split (the built-in toy corpus it would "
-            "get is English–German); give data.test to check one"
+            "get tests only a model trained on it); give data.test to check one"
         )
     return result
 

@@ -116,7 +116,7 @@ def check_splits_readable(data: DataConfig, splits: Sequence[str]) -> None:
         if source.format == "held_out":
             continue  # read from data.train, which is checked too
         if source.format == "toy":
-            _check_toy_languages(split, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
+            check_toy_split(data, split)
         if source.format == "disk":
             _check_disk_folder(source, key=f"data.{split}")
         files = files_read(source.format, source.path or "", key=f"data.{split}",
@@ -373,6 +373,21 @@ def _toy_corpus(n_train: int, n_validation: int, n_test: int, seed: int) -> dict
 def toy_has_languages(src_lang: str, tgt_lang: str) -> bool:
     """Whether the built-in toy corpus (English–German, either way) is in these languages."""
     return {src_lang, tgt_lang} == {"en", "de"}
+
+
+def check_toy_split(data: DataConfig, split: str) -> None:
+    """DataError where the toy corpus cannot be `split` of `data`: the languages are not the
+    toy's, or the model trains on another corpus (toy sentences would score it on a grammar it
+    never saw: what `tfm eval` of a config that names no test split would do)."""
+    _check_toy_languages(split, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
+    if split != "train" and data.train.format != "toy":
+        instead = " (or score files: tfm eval --src FILE --ref FILE)" if split == "test" else ""
+        raise DataError(
+            f"data.{split} is the built-in toy corpus (what a config that names no {split} split "
+            f"gets beside a validation split), which can only {split} a model trained on it, "
+            f"not on data.train's '{data.train.format}' source: give data.{split} in the "
+            f"config{instead}"
+        )
 
 
 def _check_toy_languages(split: str, *, src_lang: str, tgt_lang: str) -> None:

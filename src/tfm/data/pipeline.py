@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tfm.config import DataConfig, TokenizerConfig, planned
-from tfm.data.corpus import LoadReport, check_splits_readable, load_split
+from tfm.data.corpus import LoadReport, check_splits_readable, check_toy_split, load_split
 from tfm.data.held_out import held_out
 from tfm.data.interruptible import interruptibly
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
@@ -60,6 +60,8 @@ def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], Lo
         assert found is not None  # a split of this format is held out
         src, tgt = found.pairs[split]
         return src[:], tgt[:], found.report(split)
+    if source.format == "toy":
+        check_toy_split(config, split)
     found = held_out(config) if split == "train" else None
     texts, report = load_split(
         source, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang, toy=config.toy,
