@@ -22,14 +22,15 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from tfm.config import SPLITS, Config
+from tfm.config import SPLITS, Config, DataConfig
 from tfm.data.cache.prepared_cache import OVERLAP_SHARE, prepared_entry
-from tfm.data.corpus import toy_has_languages
+from tfm.data.corpus import check_toy_split
 from tfm.data.corpus_figures import ratio_outliers
 from tfm.data.pipeline import check_splits, load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
 from tfm.data.words import word_count
+from tfm.errors import DataError
 from tfm.logs import quieted
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,7 @@ def check_data(config: Config) -> dict:
     to the toy corpus's default beside another training corpus, or where the languages are not
     the toy's, is not checked (training does not need one) and a note says so."""
     data = config.data
-    untested = data.test.format == "toy" and (
-        data.train.format != "toy" or not toy_has_languages(data.src_lang, data.tgt_lang)
-    )
+    untested = data.test.format == "toy" and not _toy_tests(data)
     names = [name for name in SPLITS if not (untested and name == "test")]
     check_splits(data, names)  # before the training split is prepared
     entry = prepared_entry(config)
@@ -96,6 +95,15 @@ def check_data(config: Config) -> dict:
             "get tests only a model trained on it); give data.test to check one"
         )
     return result
+
+
+def _toy_tests(data: DataConfig) -> bool:
+    """Whether the toy corpus can be `data`'s test split (`corpus.check_toy_split`)."""
+    try:
+        check_toy_split(data, "test")
+    except DataError:
+        return False
+    return True
 
 
 def _scan(src: Iterable[str], tgt: Iterable[str]) -> dict[str, np.ndarray]:
