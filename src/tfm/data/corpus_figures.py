@@ -111,7 +111,7 @@ class FigureCounter:
             src=_side(self.sample[0]),
             tgt=_side(self.sample[1]),
             identical=self.identical / self.pairs if self.pairs else 0.0,
-            **_alignment(*self.sample),
+            **alignment(*self.sample),
         )
 
 
@@ -127,7 +127,7 @@ def figures_from(record: dict) -> TextFigures:
     )
 
 
-def _alignment(src: Sequence[str], tgt: Sequence[str]) -> dict[str, float]:
+def alignment(src: Sequence[str], tgt: Sequence[str]) -> dict[str, float]:
     """`off_ratio` and `length_correlation` of the pairs (`words.word_count` words, plus one
     each); a correlation of 1 where a side's lengths do not vary (no sign either way)."""
     if not src:

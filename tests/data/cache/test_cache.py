@@ -317,3 +317,19 @@ def test_a_checkpoint_fingerprinted_before_the_cache_still_resumes(tmp_path, mon
         progress_bar=False,
     )
     assert (first.steps, resumed.steps) == (2, 3)
+
+
+def test_an_entry_prepared_before_the_alignment_figures_measures_them_when_opened(tmp_path):
+    """An entry whose meta.json lacks `off_ratio` and `length_correlation` (prepared by an older
+    tfm) gets them from its first pairs, as preparing measures them: lines out of step in such a
+    cache are still named."""
+    folder = tmp_path / "data"
+    prefix = write_corpus(folder, 400)
+    english = (folder / "train.en").read_text(encoding="utf-8").splitlines()
+    (folder / "train.en").write_text("\n".join(["EXTRA", *english[:-1]]) + "\n", encoding="utf-8")
+    entry = prepared_entry(config_for(tmp_path, prefix))
+    measured = entry.figures()
+    assert measured.off_ratio > 0.2 and measured.length_correlation < 0.3  # one line behind
+    for key in ("off_ratio", "length_correlation"):
+        del entry.meta["figures"][key]
+    assert entry.figures() == measured

@@ -47,7 +47,7 @@ from tfm.config import Config
 from tfm.data.cache.cache_key import SIDES, VERSION, ContentDigests, CorpusKey, corpus_key
 from tfm.data.cache.entry_writer import changed_files, write_encoding, write_texts
 from tfm.data.corpus import LoadReport
-from tfm.data.corpus_figures import TextFigures, figures_from
+from tfm.data.corpus_figures import SAMPLE, TextFigures, alignment, figures_from
 from tfm.data.formats import CHUNK
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
@@ -126,8 +126,14 @@ class CacheEntry:
         return EncodedSplit("train", src_text, tgt_text, src, tgt, report)  # type: ignore[arg-type]
 
     def figures(self) -> TextFigures:
-        """The raw training pairs, measured as they were read (`tfm.data.corpus_figures`)."""
-        return figures_from(self.meta["figures"])
+        """The raw training pairs, measured as they were read (`tfm.data.corpus_figures`); the
+        alignment figures of an entry prepared before they were measured, from its first
+        `SAMPLE` pairs now, as preparing measures them."""
+        record = self.meta["figures"]
+        if "off_ratio" not in record:
+            sample = [self.texts(side).read(0, SAMPLE) for side in SIDES]
+            record = {**record, **alignment(*sample)}
+        return figures_from(record)
 
     def fingerprint(self, max_length: int | None) -> str:
         """The training data's identity for exact resume: the key and the length filter."""
