@@ -68,6 +68,10 @@ def test_a_split_not_named_is_held_out_of_a_corpus_but_the_toy_keeps_its_own(tsv
     assert (validation_named.validation.format, validation_named.test.format) == ("tsv", "toy")
     toy = DataConfig()
     assert (toy.validation.format, toy.test.format) == ("toy", "toy")
+    sized = data_config(tsv, validation={"pairs": 50})  # as `--set data.validation.pairs=50`
+    assert (sized.validation.format, sized.validation.pairs, sized.test.format) == (
+        "held_out", 50, "held_out"
+    )  # fmt: skip
     held_from_toy = DataConfig(validation={"format": "held_out", "pairs": 3})
     assert held_from_toy.validation.pairs == 3
 

@@ -160,12 +160,19 @@ def _toy() -> SourceConfig:
     return SourceConfig(format="toy")
 
 
+def _format_of(source: object) -> object:
+    """The `format` of a source as a config gives it (a dict or a SourceConfig), or None."""
+    if isinstance(source, dict):
+        return source.get("format")
+    return getattr(source, "format", None)
+
+
 class DataConfig(StrictModel):
     """The language pair, where each split comes from, and the training length limit.
 
     A config that names a training corpus (not the toy corpus) and no validation split gets one
-    held out of the corpus (`held_out`), and a test split too where it names none; a split
-    left out otherwise is the toy corpus's.
+    held out of the corpus (`held_out`); where validation is held out, a test split not named is
+    too. A split left out otherwise is the toy corpus's.
     """
 
     src_lang: str = Field("en", description="Language code of the source side, e.g. `en`.")
@@ -181,8 +188,8 @@ class DataConfig(StrictModel):
     test: SourceConfig = Field(
         default_factory=_toy,
         description="Source of the test split (`tfm eval`); not given: held out of `data.train` "
-        "where data.validation is not given either, else the toy corpus's (which tests only a "
-        "model trained on the toy corpus).",
+        "where the validation split is, else the toy corpus's (which tests only a model trained "
+        "on the toy corpus).",
     )
     toy: ToyConfig = Field(
         default_factory=ToyConfig, description="The toy corpus, for sources of format `toy`."
@@ -211,15 +218,20 @@ class DataConfig(StrictModel):
     @classmethod
     def _held_out_by_default(cls, values: object) -> object:
         """No validation split named beside a training corpus (not the toy corpus): hold it out
-        of the corpus, and the test split too where that is not named either."""
-        if not isinstance(values, dict) or values.get("train") is None:
+        of the corpus, and the test split too where that is not named and validation is held
+        out. A split given only `pairs` (`--set data.test.pairs=500`) is held out."""
+        if not isinstance(values, dict):
             return values
-        train = values["train"]
-        form = train.get("format") if isinstance(train, dict) else getattr(train, "format", None)
-        if form in (None, "toy") or values.get("validation") is not None:
-            return values
-        missing = [split for split in SPLITS[1:] if values.get(split) is None]
-        return {**values, **{split: {"format": "held_out"} for split in missing}}
+        given = {split: values.get(split) for split in SPLITS[1:]}
+        for split, source in given.items():
+            if isinstance(source, dict) and source and set(source) <= {"pairs"}:
+                given[split] = {"format": "held_out", **source}
+        if _format_of(values.get("train")) not in (None, "toy"):
+            if given["validation"] is None:
+                given["validation"] = {"format": "held_out"}
+            if given["test"] is None and _format_of(given["validation"]) == "held_out":
+                given["test"] = {"format": "held_out"}
+        return {**values, **{split: v for split, v in given.items() if v is not None}}
 
     @model_validator(mode="after")
     def _train_is_read(self) -> DataConfig:
