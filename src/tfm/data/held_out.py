@@ -31,7 +31,6 @@ from tfm.data.corpus import LoadReport, Withhold, stream_split
 from tfm.data.formats import files_read
 from tfm.errors import DataError
 
-HELD = ("validation", "test")
 PARITY = {"validation": 0, "test": 1}  # of the hash: the split a sentence can be held out for
 DEFAULT_SHARE = 0.05
 DEFAULT_MAX = 1_000
@@ -42,7 +41,7 @@ Pair = tuple[str, str]
 
 def held_out_splits(data: DataConfig) -> tuple[str, ...]:
     """The splits of `data` that are held out of its training corpus."""
-    return tuple(split for split in HELD if getattr(data, split).format == "held_out")
+    return tuple(split for split in PARITY if getattr(data, split).format == "held_out")
 
 
 def sentence_hash(text: str) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tfm.config import DataConfig, TokenizerConfig, planned
 from tfm.data.corpus import LoadReport, check_splits_readable, check_toy_split, load_split
-from tfm.data.held_out import held_out
+from tfm.data.held_out import held_out, withhold
 from tfm.data.interruptible import interruptibly
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
 from tfm.errors import DataError
@@ -62,11 +62,9 @@ def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], Lo
         return src[:], tgt[:], found.report(split)
     if source.format == "toy":
         check_toy_split(config, split)
-    found = held_out(config) if split == "train" else None
     texts, report = load_split(
         source, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang, toy=config.toy,
-        control_chars=config.control_chars,
-        withhold=found.withhold() if found is not None else None,
+        control_chars=config.control_chars, withhold=withhold(config) if split == "train" else None,
     )  # fmt: skip
     return texts["src"][:], texts["tgt"][:], report
 
