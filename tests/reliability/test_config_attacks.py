@@ -61,7 +61,7 @@ def test_deep_nesting_is_one_line_without_libyaml_too(monkeypatch, text):
          "as an integer, exceeded maximum size (found 1e+30)"),
         ("decoding.beam_size=100000", "decoding.beam_size: input should be less than or equal to "
          "1000 (found 100000)"),
-        ("train.betas=[2,2]", "train.betas.0: input should be less than 1 (found 2)"),
+        ("train.betas=[2,2]", "train.betas[0]: input should be less than 1 (found 2)"),
         ("train.seed=100000000000000000000000000", "train.seed: input should be less than or "
          "equal to 4294967295 (found 100000000000000000000000000)"),
         ("tokenizer.vocab_size=1e9", "tokenizer.vocab_size: input should be less than or equal "

@@ -9,6 +9,7 @@ imported here: `from tfm.config import Config, load_config`.
 
 from tfm.config.loading import MAX_CONFIG_BYTES, load_config, to_yaml
 from tfm.config.schema import (
+    BACK_TRANSLATION_TAG,
     RECIPE_KEYS,
     SPLITS,
     Config,
@@ -24,6 +25,7 @@ from tfm.config.schema import (
 from tfm.config.yaml_reader import read_yaml
 
 __all__ = [
+    "BACK_TRANSLATION_TAG",
     "MAX_CONFIG_BYTES",
     "RECIPE_KEYS",
     "SPLITS",

@@ -18,10 +18,11 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, Discriminator
 from pydantic.fields import FieldInfo
 
 from tfm.config import RECIPE_KEYS, SPLITS, Config
+from tfm.config.loading import section_model
 
 _RECIPE = {f"{section}.{key}" for section, keys in RECIPE_KEYS.items() for key in keys}
 
@@ -79,19 +80,16 @@ def config_keys(root: type[BaseModel] = Config) -> list[Key]:
 
 def _collect_uses(model: type[BaseModel], prefix: str, uses: dict) -> None:
     for name, field in model.model_fields.items():
-        sub = _section_model(field.annotation)
+        sub = section_model(field.annotation)
         if sub is None:
             continue
         path = f"{prefix}.{name}" if prefix else name
+        if get_origin(field.annotation) is list:  # a list of sections: its items' keys
+            path += "[i]"
         first_use = sub not in uses
         uses.setdefault(sub, []).append(path)
         if first_use:
             _collect_uses(sub, path, uses)
-
-
-def _section_model(annotation: Any) -> type[BaseModel] | None:
-    is_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-    return annotation if is_model else None
 
 
 def _prefix(paths: list[str]) -> str:
@@ -127,8 +125,10 @@ def _type_name(annotation: Any) -> str:
         return _type_name(args[0])
     if origin in (Union, types.UnionType):
         return " or ".join(_type_name(arg) for arg in args)
-    if _section_model(annotation) is not None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "section"
+    if origin is list and section_model(annotation) is not None:
+        return "list of sections"
     if origin is not None:
         return f"{origin.__name__}[{', '.join(_type_name(arg) for arg in args)}]"
     return annotation.__name__
@@ -162,6 +162,14 @@ def _bounds(path: str, field: FieldInfo) -> str:
     reference never leaves one out."""
     bounds = []
     for constraint in field.metadata:
+        if isinstance(constraint, Discriminator):  # how a union is told apart: not a bound
+            continue
+        if isinstance(constraint, annotated_types.MaxLen):
+            bounds.append((len(_BOUNDS), f"at most {constraint.max_length} items"))
+            continue
+        if pattern := getattr(constraint, "pattern", None):
+            bounds.append((len(_BOUNDS), f"matches `{pattern}`"))
+            continue
         rule = next((r for r in _BOUNDS if isinstance(constraint, r[0])), None)
         if rule is None:
             raise ValueError(f"{path}: the reference cannot show the constraint {constraint!r}")

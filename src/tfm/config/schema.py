@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from tfm.errors import ConfigError
 from tfm.limits import (
@@ -28,6 +28,11 @@ from tfm.limits import (
 )
 
 SPLITS = ("train", "validation", "test")
+# The tag put before the source of every back-translated pair (`data.monolingual`): its source is
+# a machine translation, which the model learns to tell from real text (Caswell et al., 2019).
+BACK_TRANSLATION_TAG = "bt"
+TAG_PATTERN = r"^[a-z0-9][a-z0-9_]{0,15}$"  # a tag's name; its token is `<name>`
+MAX_CORPORA = 64  # in data.train and data.monolingual
 
 Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
 Layers = Annotated[int, Field(ge=1, le=MAX_LAYERS)]  # a stack's depth
@@ -113,6 +118,21 @@ class SourceConfig(StrictModel):
         description="Sentences held out of the training corpus, each with all its pairs "
         "(held_out); null: 5% of the training pairs, at most 1,000.",
     )
+    tag: str | None = Field(
+        None,
+        pattern=TAG_PATTERN,
+        description="Training corpora only: a tag token `<tag>` (reserved in the vocabulary) "
+        "put before every source sentence of this corpus, so that the model tells its pairs "
+        "from the others (`bt`: back-translated pairs, whose sources are machine translations); "
+        "null: none.",
+    )
+    repeat: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="Training corpora only: every pair of this corpus is read this many times "
+        "an epoch (a small corpus upsampled beside a large one).",
+    )
 
     @model_validator(mode="after")
     def _needs(self) -> SourceConfig:
@@ -127,6 +147,8 @@ class SourceConfig(StrictModel):
         }[self.format]
         keys = ("path", "name", "split", "fields", "columns", "pairs")
         ignored = [k for k in keys if k not in used]
+        if self.format == "held_out" and (self.tag or self.repeat != 1):
+            ignored += ["tag" if self.tag else "repeat"]
         if given := [k for k in ignored if getattr(self, k)]:
             raise ValueError(f"{', '.join(given)} has no effect with format '{self.format}'")
         if self.format in ("text", "tsv", "jsonl", "disk") and not self.path:
@@ -161,10 +183,39 @@ def _toy() -> SourceConfig:
 
 
 def _format_of(source: object) -> object:
-    """The `format` of a source as a config gives it (a dict or a SourceConfig), or None."""
+    """The `format` of a source as a config gives it (a dict or a SourceConfig, or the first
+    of a list of them), or None."""
+    if isinstance(source, list):
+        return _format_of(source[0]) if source else None
     if isinstance(source, dict):
         return source.get("format")
     return getattr(source, "format", None)
+
+
+def _one_or_many(value: object) -> str:
+    return "corpora" if isinstance(value, list) else "corpus"
+
+
+# `data.train`: one corpus, or a list of them. The tags name the branch in pydantic's errors,
+# which `loading` leaves out of the key path it shows.
+_Several = Annotated[list[SourceConfig], Field(min_length=1, max_length=MAX_CORPORA)]
+Corpora = Annotated[
+    Annotated[SourceConfig, Tag("corpus")] | Annotated[_Several, Tag("corpora")],
+    Discriminator(_one_or_many),
+]
+UNION_TAGS = ("corpus", "corpora")
+
+
+class MonolingualConfig(StrictModel):
+    """A file of text in one language of the pair, one sentence a line (UTF-8), for
+    back-translation: a model of the reverse direction translates it into synthetic sources,
+    and the pair trains on those synthetic pairs too (`data.monolingual`)."""
+
+    path: str = Field(description="The text file, one sentence a line.")
+    lang: str = Field(
+        description="Its language: the pair's target language (`data.tgt_lang`), whose text "
+        "is back-translated into synthetic sources."
+    )
 
 
 class DataConfig(StrictModel):
@@ -179,7 +230,12 @@ class DataConfig(StrictModel):
     tgt_lang: str = Field(
         "de", description="Language code of the target side; not the same as `src_lang`."
     )
-    train: SourceConfig = Field(default_factory=_toy, description="Source of the training split.")
+    train: Corpora = Field(
+        default_factory=_toy,
+        description="Source of the training split: one corpus, or a list of corpora read one "
+        "after the other (each may take a `tag` and a `repeat`); the first is the pair's own, "
+        "which validation and test are held out of where they are not given.",
+    )
     validation: SourceConfig = Field(
         default_factory=_toy,
         description="Source of the validation split (early stopping, best); not given: held out "
@@ -193,6 +249,14 @@ class DataConfig(StrictModel):
     )
     toy: ToyConfig = Field(
         default_factory=ToyConfig, description="The toy corpus, for sources of format `toy`."
+    )
+    monolingual: list[MonolingualConfig] = Field(
+        default_factory=list,
+        max_length=MAX_CORPORA,
+        description="Files of text in the target language for back-translation: `tfm train` "
+        "trains a model of the reverse direction, translates the text with it into synthetic "
+        "sources and trains the pair on its own pairs and those, each step planned inside "
+        "`train.max_minutes` (docs/recipes.md); empty: none.",
     )
     max_length: int = Field(
         128,
@@ -233,12 +297,53 @@ class DataConfig(StrictModel):
                 given["test"] = {"format": "held_out"}
         return {**values, **{split: v for split, v in given.items() if v is not None}}
 
+    @property
+    def corpora(self) -> list[SourceConfig]:
+        """The training corpora, in the order they are read."""
+        return self.train if isinstance(self.train, list) else [self.train]
+
+    @property
+    def corpus(self) -> SourceConfig:
+        """The pair's own training corpus (the first), which held-out splits come from."""
+        return self.corpora[0]
+
+    def tags(self) -> tuple[str, ...]:
+        """The tags the vocabulary reserves: those the training corpora take, and the
+        back-translation tag where there is monolingual text to back-translate."""
+        tags = {source.tag for source in self.corpora if source.tag}
+        if self.monolingual:
+            tags.add(BACK_TRANSLATION_TAG)
+        return tuple(sorted(tags))
+
     @model_validator(mode="after")
     def _train_is_read(self) -> DataConfig:
-        if self.train.format == "held_out":
+        for i, source in enumerate(self.corpora):
+            key = "data.train" if not isinstance(self.train, list) else f"data.train[{i}]"
+            if source.format == "held_out":
+                raise ValueError(
+                    f"{key}: format 'held_out' is for validation and test, held out of data.train"
+                )
+        if self.corpus.tag:
             raise ValueError(
-                "data.train: format 'held_out' is for validation and test, held out of data.train"
+                "data.train[0]: the first training corpus is the pair's own (validation and test "
+                "are held out of it) and takes no tag; put tagged corpora after it"
             )
+        for split in SPLITS[1:]:
+            source = getattr(self, split)
+            if source.tag or source.repeat != 1:
+                key = "tag" if source.tag else "repeat"
+                raise ValueError(f"data.{split}.{key}: only training corpora take a {key}")
+        for i, text in enumerate(self.monolingual):
+            if text.lang == self.tgt_lang:
+                continue
+            pair = f"{self.src_lang}→{self.tgt_lang}"
+            what = (
+                f"is the source language of {pair}: tfm back-translates text in the target "
+                f"language ('{self.tgt_lang}')"
+                if text.lang == self.src_lang
+                else f"is neither language of the pair {pair}; expected '{self.tgt_lang}'"
+            )
+            raise ValueError(f"data.monolingual[{i}].lang: '{text.lang}' {what}")
         return self
 
 
