@@ -46,6 +46,7 @@ import torch
 import torch.distributed as dist
 
 from tfm.config import Config
+from tfm.data.tokenizer import Tokenizer
 from tfm.errors import TfmError, TrainingError, UsageError
 from tfm.logs import quieted
 from tfm.rundir.lock import run_lock
@@ -176,11 +177,18 @@ _LOST_PEER_MARKERS = ("gloo", "NCCL", "Connection reset by peer", "Connection cl
 
 
 def open_session_everywhere(
-    replicas: Replicas, config: Config, *, resume: bool, overwrite: bool
+    replicas: Replicas,
+    config: Config,
+    *,
+    resume: bool,
+    overwrite: bool,
+    tokenizer: Tokenizer | None = None,
+    plan_notes: dict | None = None,
 ) -> Session:
     """Process 0 prepares the run directory (and tokenizer); then the others read it."""
     if not replicas.active:
-        return open_session(config, resume=resume, overwrite=overwrite)
+        return open_session(config, resume=resume, overwrite=overwrite, tokenizer=tokenizer,
+                            plan_notes=plan_notes)  # fmt: skip
     session, error = None, None
     for turn in ("main", "others"):
         if (turn == "main") == replicas.is_main:
@@ -191,6 +199,8 @@ def open_session_everywhere(
                     overwrite=overwrite,
                     rank=replicas.rank,
                     world_size=replicas.world_size,
+                    tokenizer=tokenizer,
+                    plan_notes=plan_notes,
                 )
             except Exception as exc:  # shared first, so that no process waits forever
                 error = exc
