@@ -16,6 +16,7 @@ from typing import Any, cast
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from tfm.config import ranges
 from tfm.config.schema import Config
 from tfm.config.yaml_reader import read_yaml
 from tfm.errors import ConfigError
@@ -148,8 +149,10 @@ def _describe(
     if kind == "value_error":
         message = str(err.get("ctx", {}).get("error", err["msg"]))
         return f"{where}{dotted}: {message}"
+    model = _section_at(loc)
+    said = ranges.message(model.model_fields.get(str(loc[-1])) if model else None, err)
     found = err.get("input")
-    return f"{where}{dotted}: {err['msg'][0].lower()}{err['msg'][1:]} (found {found!r})"
+    return f"{where}{dotted}: {said[0].lower()}{said[1:]} (found {found!r})"
 
 
 def _where(loc: tuple, name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]) -> str:
@@ -168,17 +171,23 @@ def _where(loc: tuple, name: str, lines: dict[tuple, int], set_lines: dict[tuple
 
 def _suggest(loc: tuple) -> str:
     """'; did you mean X?' for a misspelt key, from the fields valid at that place."""
+    model = _section_at(loc)
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
+    valid = ", ".join(model.model_fields)
+    return f"; did you mean '{close[0]}'?" if close else f"; valid keys: {valid}"
+
+
+def _section_at(loc: tuple) -> type[BaseModel] | None:
+    """The section model that holds the key at `loc`; None where `loc` is not in a section."""
     model: type[BaseModel] | None = Config
     for part in loc[:-1]:
         field = model.model_fields.get(str(part)) if model else None
         annotation = field.annotation if field else None
         is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
         model = cast(type[BaseModel], annotation) if is_section else None
-    if model is None:
-        return ""
-    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
-    valid = ", ".join(model.model_fields)
-    return f"; did you mean '{close[0]}'?" if close else f"; valid keys: {valid}"
+    return model
 
 
 def to_yaml(config: Config) -> str:
