@@ -274,16 +274,6 @@ class TokenizerConfig(StrictModel):
         "UTF-8 (which count in `vocab_size`) instead of `<unk>`; null: on when some character "
         "occurs only once in the training text and `vocab_size` is at least 2048.",
     )
-    bpe_dropout: float = Field(
-        0.0,
-        ge=0.0,
-        lt=1.0,
-        description="BPE-dropout: chance to skip each merge when re-segmenting training text each "
-        "epoch; 0: off.",
-    )
-    bpe_dropout_sides: Literal["both", "source", "target"] = Field(
-        "both", description="Which side of the training pairs BPE-dropout re-segments."
-    )
     train_sample: int | None = Field(
         200_000,
         ge=1,
