@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,25 +68,23 @@ class TensorBoardLog:
         self._writer = None
 
 
-_hooked = False
+class _QuietWriterThreads:
+    """`threading.excepthook` that leaves out the OSErrors of tensorboard's writer threads: such
+    a thread reports a failed write twice, to the next call (which `TensorBoardLog.write` turns
+    into one warning) and as a traceback on stderr. Every other exception goes to `previous`."""
+
+    def __init__(self, previous: Callable[[threading.ExceptHookArgs], object]) -> None:
+        self.previous = previous
+
+    def __call__(self, args: threading.ExceptHookArgs) -> None:
+        ours = type(args.thread).__module__.startswith("tensorboard.")
+        if not (ours and isinstance(args.exc_value, OSError)):
+            self.previous(args)
 
 
 def _quiet_writer_threads() -> None:
-    """SummaryWriter writes from a thread of its own, which reports a failed write twice: to the
-    next call (which `TensorBoardLog.write` turns into one warning) and as a traceback on stderr
-    (`threading.excepthook`). Leave out the second, for tensorboard's threads' OSErrors only."""
-    global _hooked
-    if _hooked:
-        return
-    previous = threading.excepthook
-
-    def hook(args: threading.ExceptHookArgs) -> None:
-        ours = type(args.thread).__module__.startswith("tensorboard.")
-        if not (ours and isinstance(args.exc_value, OSError)):
-            previous(args)
-
-    threading.excepthook = hook
-    _hooked = True
+    if not isinstance(threading.excepthook, _QuietWriterThreads):
+        threading.excepthook = _QuietWriterThreads(threading.excepthook)
 
 
 def open_tensorboard(
