@@ -16,6 +16,7 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from tfm.config import ranges
 from tfm.config.schema import UNION_TAGS, Config
 from tfm.config.yaml_reader import read_yaml
 from tfm.errors import ConfigError
@@ -152,8 +153,10 @@ def _describe(
     if kind == "value_error":
         message = str(err.get("ctx", {}).get("error", err["msg"]))
         return f"{where}{dotted}: {message}"
+    model = _section_at(loc)
+    said = ranges.message(model.model_fields.get(str(loc[-1])) if model else None, err)
     found = err.get("input")
-    return f"{where}{dotted}: {err['msg'][0].lower()}{err['msg'][1:]} (found {found!r})"
+    return f"{where}{dotted}: {said[0].lower()}{said[1:]} (found {found!r})"
 
 
 def key_path(loc: tuple) -> str:
@@ -180,12 +183,7 @@ def _where(loc: tuple, name: str, lines: dict[tuple, int], set_lines: dict[tuple
 
 def _suggest(loc: tuple) -> str:
     """'; did you mean X?' for a misspelt key, from the fields valid at that place."""
-    model: type[BaseModel] | None = Config
-    for part in loc[:-1]:
-        if isinstance(part, int):  # an item of a list of sections: the same section
-            continue
-        field = model.model_fields.get(str(part)) if model else None
-        model = section_model(field.annotation) if field else None
+    model = _section_at(loc)
     if model is None:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
@@ -202,6 +200,18 @@ def section_model(annotation: Any) -> type[BaseModel] | None:
         if (found := section_model(arg)) is not None:
             return found
     return None
+
+
+def _section_at(loc: tuple) -> type[BaseModel] | None:
+    """The section model that holds the key at `loc`; None where `loc` is not in a section
+    (an item of a list of sections is in that section)."""
+    model: type[BaseModel] | None = Config
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part)) if model else None
+        model = section_model(field.annotation) if field else None
+    return model
 
 
 def to_yaml(config: Config) -> str:

@@ -16,24 +16,17 @@ import types
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-import annotated_types
 import yaml
-from pydantic import BaseModel, Discriminator
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from tfm.config import RECIPE_KEYS, SPLITS, Config
 from tfm.config.loading import section_model
+from tfm.config.ranges import bounds
 
 _RECIPE = {f"{section}.{key}" for section, keys in RECIPE_KEYS.items() for key in keys}
 
 COMMAND = "python -m tfm.config.reference > docs/configuration.md"
-
-_BOUNDS = (
-    (annotated_types.Gt, "gt", ">"),
-    (annotated_types.Ge, "ge", "≥"),
-    (annotated_types.Lt, "lt", "<"),
-    (annotated_types.Le, "le", "≤"),
-)
 
 
 @dataclass(frozen=True)
@@ -160,21 +153,7 @@ def _yaml(value: Any) -> str:
 def _bounds(path: str, field: FieldInfo) -> str:
     """Bounds from ge/gt/le/lt, lower first; any other constraint is an error, so that the
     reference never leaves one out."""
-    bounds = []
-    for constraint in field.metadata:
-        if isinstance(constraint, Discriminator):  # how a union is told apart: not a bound
-            continue
-        if isinstance(constraint, annotated_types.MaxLen):
-            bounds.append((len(_BOUNDS), f"at most {constraint.max_length} items"))
-            continue
-        if pattern := getattr(constraint, "pattern", None):
-            bounds.append((len(_BOUNDS), f"matches `{pattern}`"))
-            continue
-        rule = next((r for r in _BOUNDS if isinstance(constraint, r[0])), None)
-        if rule is None:
-            raise ValueError(f"{path}: the reference cannot show the constraint {constraint!r}")
-        bounds.append((_BOUNDS.index(rule), f"{rule[2]} {getattr(constraint, rule[1])}"))
-    return " and ".join(text for _, text in sorted(bounds))
+    return " and ".join(f"{symbol} {value}" for symbol, value in bounds(field, path))
 
 
 def _literals(annotation: Any) -> list[Any]:

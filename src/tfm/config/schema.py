@@ -1,19 +1,35 @@
 """The one configuration schema of tfm: every section, key, default, range and description.
 
-Every default lives here. A config file only overrides what it needs; unknown keys, wrong types and
-out-of-range values are errors (`tfm.config.loading` words them).
+Every default lives here, but those of the decoding strategies' settings, which
+`tfm.decoding_options` declares once for the schema, the command line and the server. A config file
+only overrides what it needs; unknown keys, wrong types and out-of-range values are errors
+(`tfm.config.loading` words them).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    create_model,
+    model_validator,
+)
 
+from tfm.decoding_options import (
+    DECODING_SETTINGS,
+    DECODING_STRATEGIES,
+    settings_of,
+    strategy_names,
+)
 from tfm.errors import ConfigError
 from tfm.limits import (
     MAX_BATCH_TOKENS,
-    MAX_BEAM_SIZE,
     MAX_D_FF,
     MAX_D_MODEL,
     MAX_EPOCHS,
@@ -371,16 +387,6 @@ class TokenizerConfig(StrictModel):
         "UTF-8 (which count in `vocab_size`) instead of `<unk>`; null: on when some character "
         "occurs only once in the training text and `vocab_size` is at least 2048.",
     )
-    bpe_dropout: float = Field(
-        0.0,
-        ge=0.0,
-        lt=1.0,
-        description="BPE-dropout: chance to skip each merge when re-segmenting training text each "
-        "epoch; 0: off.",
-    )
-    bpe_dropout_sides: Literal["both", "source", "target"] = Field(
-        "both", description="Which side of the training pairs BPE-dropout re-segments."
-    )
     train_sample: int | None = Field(
         200_000,
         ge=1,
@@ -607,53 +613,55 @@ class TrainConfig(StrictModel):
         return self
 
 
-class DecodingConfig(StrictModel):
-    """How `tfm eval`, `tfm translate`, `tfm serve` and validation decode: a strategy, chosen by
-    name, with its settings; the output length limit; the batch size.
+def decoding_fields(
+    *, unset: bool = False, ceilings: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The pydantic fields of the decoding strategy and its settings, from their declarations
+    (`tfm.decoding_options`), in order: `strategy`, then each setting with its type, default,
+    range and description. With `unset`, every default is None (a request's: the server's
+    settings); `ceilings` lowers a setting's upper bound (a server request's beam)."""
+    names = tuple(DECODING_STRATEGIES)
+    fields: dict[str, Any] = {
+        "strategy": (
+            Literal[names] | None,
+            Field(None, description=f"How tokens are chosen: {strategy_names()}."),
+        )
+    }
+    for setting in DECODING_SETTINGS:
+        default = None if unset else setting.default
+        kind = setting.kind if default is not None else setting.kind | None
+        high = (ceilings or {}).get(setting.key, setting.high)
+        field = Field(default, ge=setting.low, le=high, description=setting.describe())
+        fields[setting.key] = (kind, field)
+    return fields
 
-    - `greedy`: the most likely token at each step.
-    - `beam`: §6.1's beam search, `beam_size` prefixes kept at each step, GNMT length penalty.
-    - `sampling`: each token drawn from the model's distribution (`temperature`, `top_k`,
-      `top_p`, `seed`): varied outputs, for back-translation and data augmentation.
-    """
 
-    strategy: Literal["greedy", "beam", "sampling"] | None = Field(
-        None, description="How tokens are chosen: greedy, beam or sampling."
+def _settings(strategy: str) -> str:
+    keys = settings_of(strategy)
+    return f" Settings: {', '.join(f'`{key}`' for key in keys)}." if keys else ""
+
+
+# The strategy and its settings, as a model that `DecodingConfig` extends with what every
+# strategy shares. Its fields are built at run time: to a type checker, any attribute.
+if TYPE_CHECKING:
+
+    class _DecodingStrategy(StrictModel):
+        def __getattr__(self, key: str) -> Any: ...
+
+else:
+    _DecodingStrategy = create_model("DecodingStrategy", __base__=StrictModel, **decoding_fields())
+
+
+class DecodingConfig(_DecodingStrategy):
+    __doc__ = "\n".join(
+        [
+            "How `tfm eval`, `tfm translate`, `tfm serve` and validation decode: a strategy, "
+            "chosen by name, with its settings; the output length limit; the batch size.",
+            "",
+            *(f"- `{name}`: {what}{_settings(name)}" for name, what in DECODING_STRATEGIES.items()),
+        ]
     )
-    beam_size: int | None = Field(
-        None, ge=1, le=MAX_BEAM_SIZE, description="beam: prefixes kept at each step."
-    )
-    length_penalty: float = Field(
-        0.6,
-        ge=0,
-        description="beam: GNMT length penalty α; higher favours longer output.",
-    )
-    temperature: float = Field(
-        1.0,
-        gt=0,
-        description="sampling: the model's log-probabilities are divided by it; below 1 "
-        "sharper (towards greedy), above 1 flatter.",
-    )
-    top_k: int = Field(
-        0,
-        ge=0,
-        le=MAX_VOCAB_SIZE,
-        description="sampling: draw from the k most likely tokens only; 0: from all.",
-    )
-    top_p: float = Field(
-        1.0,
-        gt=0,
-        le=1,
-        description="sampling: draw from the fewest most likely tokens whose probability adds "
-        "up to p (nucleus sampling); 1: from all.",
-    )
-    seed: int | None = Field(
-        None,
-        ge=0,
-        le=MAX_SEED,
-        description="sampling: the same seed draws the same samples for the same input; "
-        "null: new samples each time (a CTranslate2 export samples only so).",
-    )
+
     max_len_a: float = Field(
         1.5, ge=0, le=1000, description="Output limit a · source length + b tokens: the a."
     )

@@ -17,7 +17,6 @@ from typing import TypeVar
 T = TypeVar("T", int, float)
 
 MAX_SERVE_BEAM = 16  # the beam one request may ask for: a wider one holds up everyone else
-MAX_LENGTH_PENALTY = 10.0
 
 
 def _limit(default: T, minimum: T, help: str) -> T:

@@ -119,7 +119,7 @@ def open_session(
         optimizer = build_optimizer(model, config)
     log.info("model: %s parameters", f"{sum(q.numel() for q in model.parameters()):,}")
     log.info("%s", describe_flops(args, device, dtype))
-    epochs = EpochPlan.from_config(config, splits["train"], tokenizer)
+    epochs = EpochPlan.from_config(config, splits["train"])
     if not checkpoint and writer:  # config, device, data and memory are good: now the directory
         create_run_dir(paths, config)
         write_plan(paths, start)
