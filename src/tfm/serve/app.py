@@ -31,7 +31,7 @@ from tfm.errors import TfmError, UsageError
 from tfm.prediction.strategies import SEARCH_KEYS
 from tfm.prediction.translator import Translator, empty_output
 from tfm.serve.attention_answer import attention_task
-from tfm.serve.batch_worker import BatchWorker, QueueFull, WorkerStopped
+from tfm.serve.batch_worker import BatchWorker, Busy, QueueFull, WorkerStopped
 from tfm.serve.bodies import ApiError, AttentionBody, TranslateBody, read_body
 from tfm.serve.http_guard import LOOPBACK_NAMES, Guard
 from tfm.serve.page_assets import load_page
@@ -168,6 +168,14 @@ async def _answer(
             503,
             f"the server is busy ({limits.max_queue} requests waiting); try again shortly",
             {"Retry-After": "1"},
+        ) from None
+    except Busy as exc:  # refused before any work: it could not be answered in time
+        raise ApiError(
+            503,
+            "the server is busy: with the work queued ahead of it, this request would be "
+            f"answered in about {exc.answer_s:.1f} s, after its timeout; try again in "
+            f"{exc.retry_after_s} s",
+            {"Retry-After": str(exc.retry_after_s)},
         ) from None
     except TimeoutError:
         job.abandoned = True

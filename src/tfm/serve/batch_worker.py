@@ -3,10 +3,17 @@ batch, so throughput grows with load while one request alone waits only `batch_w
 
 Requests come as `Job`s of framed sources (tokenized once, by the caller). With nothing to
 do, the worker waits for a job, then gathers more for `batch_wait_ms` or until they hold
-`batch_tokens` of work; each batch is chosen by `tfm.serve.work_share.next_batch` (the least
-served requests first, a heavy one in slices) and decoded with one call of the translator per
-distinct set of decoding options. Between batches it drops the jobs whose caller stopped
-waiting or whose deadline passed.
+`batch_tokens` of work; each batch is chosen by `tfm.serve.work_share.next_batch` (the
+requests with the least work left first, a heavy one in slices) and decoded with one call of
+the translator per distinct set of decoding options. Between batches it drops the jobs whose
+caller stopped waiting or whose deadline passed.
+
+Work that cannot be finished before its deadline is not started. The worker measures its speed
+(beam × tokens a second) on its batches, and the order of the batches is known
+(`tfm.serve.work_share.work_until_done`): a request that would be answered after its deadline,
+after the work ahead of it, is refused with `Busy` when it is submitted, and so is one not
+started yet whose turn has moved past its deadline (lighter requests cut in), rather than
+decoded and timed out late.
 
 A failure is the failing request's alone: a batch that fails is decoded again request by
 request, and the request that fails alone gets the exception (logged, unless it is a
@@ -20,6 +27,7 @@ stopping never waits for room.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -29,13 +37,27 @@ from typing import Any
 from tfm.errors import TfmError
 from tfm.prediction.translator import Translator
 from tfm.serve.request_limits import ServeLimits
-from tfm.serve.work_share import Job, Part, next_batch
+from tfm.serve.work_share import Job, Part, next_batch, work_until_done
 
 log = logging.getLogger(__name__)
 
 
 class QueueFull(Exception):
     """`max_queue` requests are in the worker already."""
+
+
+class Busy(Exception):
+    """The work ahead of a request would not let it be answered before its deadline: it would
+    take `answer_s` seconds, and it has `left_s`."""
+
+    def __init__(self, answer_s: float, left_s: float) -> None:
+        super().__init__(f"answered in about {answer_s:.1f} s, with {left_s:.1f} s left")
+        self.answer_s, self.left_s = answer_s, left_s
+
+    @property
+    def retry_after_s(self) -> int:
+        """Whole seconds until the work ahead leaves it time, at least 1."""
+        return max(math.ceil(self.answer_s - self.left_s), 1)
 
 
 class WorkerStopped(Exception):
@@ -51,7 +73,7 @@ class BatchWorker:
         self.wait_s = limits.batch_wait_ms / 1000
         self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.active: list[Job] = []  # taken from the inbox, not finished
-        self.pending = 0  # jobs submitted and not finished
+        self.jobs: list[Job] = []  # submitted, not finished (in the inbox or active)
         self.lock = threading.Lock()
         self.stopping = False
         self.failure: str | None = None  # why the thread ended, if it failed
@@ -59,6 +81,11 @@ class BatchWorker:
         self.thread = threading.Thread(target=self._run, name="tfm-model-worker", daemon=True)
         self.batches = 0  # decoding calls so far
         self.sentences = 0  # sentences decoded so far
+
+    @property
+    def pending(self) -> int:
+        """Requests submitted and not finished."""
+        return len(self.jobs)
 
     @property
     def alive(self) -> bool:
@@ -75,13 +102,19 @@ class BatchWorker:
 
     def submit(self, job: Job) -> None:
         """Hand `job` to the worker (from the asyncio loop); its `future` gets the result: per
-        source its translation, or its n-best (text, score) list; or `task()`'s result."""
+        source its translation, or its n-best (text, score) list; or `task()`'s result. Raises
+        `QueueFull`, or `Busy` when the work ahead would not let it be answered in time."""
         if not self.alive:
             raise WorkerStopped(self.failure or "the server is stopping")
         with self.lock:
-            if self.pending >= self.max_queue:
+            if len(self.jobs) >= self.max_queue:
                 raise QueueFull
-            self.pending += 1
+            if self.speed is not None:
+                work = dict(work_until_done([*self.jobs, job]))[job]
+                answer_s, left_s = work / self.speed, job.deadline - time.monotonic()
+                if answer_s > left_s:
+                    raise Busy(answer_s, left_s)
+            self.jobs.append(job)
         self.inbox.put(job)
         if not self.thread.is_alive():  # it ended meanwhile: nobody else will answer
             self._fail_waiting()
@@ -90,7 +123,7 @@ class BatchWorker:
         try:
             while True:
                 self._collect()
-                self._drop_expired()
+                self._drop_late()
                 if self.active:
                     self._decode(next_batch(self.active, self.budget))
                 elif self.stopping:
@@ -126,10 +159,21 @@ class BatchWorker:
         else:
             self.active.append(job)
 
-    def _drop_expired(self) -> None:
+    def _drop_late(self) -> None:
+        """Drop the jobs whose caller stopped waiting or whose deadline passed, and refuse
+        those not started whose turn comes too late (those started go on: what was decoded of
+        them would be lost)."""
         now = time.monotonic()
         for job in [job for job in self.active if job.abandoned or now > job.deadline]:
             self._finish(job, TimeoutError(), failed=True)
+        if self.speed is None:
+            return
+        refused = 0  # work of jobs refused here: those after them are done sooner
+        for job, work in work_until_done(self.active):
+            answer_s, left_s = (work - refused) / self.speed, job.deadline - now
+            if job.served == 0 and answer_s > left_s:
+                refused += job.left
+                self._finish(job, Busy(answer_s, left_s), failed=True)
 
     def _decode(self, batch: list[Part]) -> None:
         groups: dict[Any, list[Part]] = defaultdict(list)
@@ -198,7 +242,7 @@ class BatchWorker:
             if job.finished:
                 return
             job.finished = True
-            self.pending -= 1
+            self.jobs.remove(job)
             if job in self.active:
                 self.active.remove(job)
         _deliver(job, result, failed=failed)
