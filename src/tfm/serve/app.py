@@ -38,6 +38,7 @@ from tfm.serve.page_assets import load_page
 from tfm.serve.request_limits import ServeLimits
 from tfm.serve.request_work import Work, check_work, tokenized
 from tfm.serve.server_info import server_info
+from tfm.serve.server_log import EVERY_LINE
 from tfm.serve.work_share import Job, Options
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def create_app(
     def logged(endpoint: str, said: object, answered: object) -> None:
         if log_text:
             log.info("%s: %s -> %s", endpoint, json.dumps(said, ensure_ascii=False),
-                     json.dumps(answered, ensure_ascii=False))  # fmt: skip
+                     json.dumps(answered, ensure_ascii=False), extra=EVERY_LINE)  # fmt: skip
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> Response:
