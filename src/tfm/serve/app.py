@@ -173,9 +173,9 @@ async def _answer(
     except Busy as exc:  # refused before any work: it could not be answered in time
         raise ApiError(
             503,
-            "the server is busy: with the work queued ahead of it, this request would be "
-            f"answered in about {exc.answer_s:.1f} s, after its timeout; try again in "
-            f"{exc.retry_after_s} s",
+            f"the server is busy: the work queued ahead of this request would take about "
+            f"{exc.wait_s:.1f} s, more than the {exc.allowed_s:.1f} s its {limits.timeout_s:g} s "
+            f"timeout leaves for waiting; try again in {exc.retry_after_s} s",
             {"Retry-After": str(exc.retry_after_s)},
         ) from None
     except TimeoutError:

@@ -10,10 +10,10 @@ caller stopped waiting or whose deadline passed.
 
 Work that cannot be finished before its deadline is not started. The worker measures its speed
 (beam × tokens a second) on its batches, and the order of the batches is known
-(`tfm.serve.work_share.work_until_done`): a request that would be answered after its deadline,
-after the work ahead of it, is refused with `Busy` when it is submitted, and so is one not
-started yet whose turn has moved past its deadline (lighter requests cut in), rather than
-decoded and timed out late.
+(`tfm.serve.work_share.work_until_done`): a request that would not be answered in time after
+the work ahead of it, that wait counted `MARGIN` longer, is refused with `Busy` when it is
+submitted, and so is one not started yet whose turn has moved past its deadline (lighter
+requests cut in, or the machine slowed down), rather than decoded and timed out late.
 
 A failure is the failing request's alone: a batch that fails is decoded again request by
 request, and the request that fails alone gets the exception (logged, unless it is a
@@ -31,7 +31,7 @@ import math
 import queue
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 from tfm.errors import TfmError
@@ -41,23 +41,28 @@ from tfm.serve.work_share import Job, Part, next_batch, work_until_done
 
 log = logging.getLogger(__name__)
 
+MEASURED = 32  # the batches the speed is measured on, the last ones
+# How much longer than estimated a request's wait is counted when it is admitted: the speed is
+# that of recent batches, and a machine shared with other work may be slower meanwhile.
+MARGIN = 0.5
+
 
 class QueueFull(Exception):
     """`max_queue` requests are in the worker already."""
 
 
 class Busy(Exception):
-    """The work ahead of a request would not let it be answered before its deadline: it would
-    take `answer_s` seconds, and it has `left_s`."""
+    """The work ahead of a request would not let it be answered in time: it would wait `wait_s`
+    seconds for it, and its deadline leaves `allowed_s` for waiting."""
 
-    def __init__(self, answer_s: float, left_s: float) -> None:
-        super().__init__(f"answered in about {answer_s:.1f} s, with {left_s:.1f} s left")
-        self.answer_s, self.left_s = answer_s, left_s
+    def __init__(self, wait_s: float, allowed_s: float) -> None:
+        super().__init__(f"it would wait {wait_s:.1f} s, {allowed_s:.1f} s allowed")
+        self.wait_s, self.allowed_s = wait_s, max(allowed_s, 0.0)
 
     @property
     def retry_after_s(self) -> int:
         """Whole seconds until the work ahead leaves it time, at least 1."""
-        return max(math.ceil(self.answer_s - self.left_s), 1)
+        return max(math.ceil(self.wait_s - self.allowed_s), 1)
 
 
 class WorkerStopped(Exception):
@@ -77,7 +82,8 @@ class BatchWorker:
         self.lock = threading.Lock()
         self.stopping = False
         self.failure: str | None = None  # why the thread ended, if it failed
-        self.speed: float | None = None  # work a second, the best of recent batches
+        self.speed: float | None = None  # work a second, of the recent batches
+        self.measured: deque[tuple[int, float]] = deque(maxlen=MEASURED)  # (work, seconds)
         self.thread = threading.Thread(target=self._run, name="tfm-model-worker", daemon=True)
         self.batches = 0  # decoding calls so far
         self.sentences = 0  # sentences decoded so far
@@ -110,10 +116,10 @@ class BatchWorker:
             if len(self.jobs) >= self.max_queue:
                 raise QueueFull
             if self.speed is not None:
-                work = dict(work_until_done([*self.jobs, job]))[job]
-                answer_s, left_s = work / self.speed, job.deadline - time.monotonic()
-                if answer_s > left_s:
-                    raise Busy(answer_s, left_s)
+                done = dict(work_until_done([*self.jobs, job]))[job]
+                busy = self._late(job, done, time.monotonic(), MARGIN)
+                if busy is not None:
+                    raise busy
             self.jobs.append(job)
         self.inbox.put(job)
         if not self.thread.is_alive():  # it ended meanwhile: nobody else will answer
@@ -169,11 +175,19 @@ class BatchWorker:
         if self.speed is None:
             return
         refused = 0  # work of jobs refused here: those after them are done sooner
-        for job, work in work_until_done(self.active):
-            answer_s, left_s = (work - refused) / self.speed, job.deadline - now
-            if job.served == 0 and answer_s > left_s:
+        for job, done in work_until_done(self.active):
+            busy = self._late(job, done - refused, now, 0.0) if job.served == 0 else None
+            if busy is not None:
                 refused += job.left
-                self._finish(job, Busy(answer_s, left_s), failed=True)
+                self._finish(job, busy, failed=True)
+
+    def _late(self, job: Job, done: int, now: float, margin: float) -> Busy | None:
+        """`Busy` if `job`, finished once `done` work is decoded from `now` (its own last),
+        would be answered after its deadline, its wait counted `margin` longer; else None."""
+        assert self.speed is not None
+        wait_s, decode_s = (done - job.left) / self.speed, job.left / self.speed
+        allowed_s = (job.deadline - now - decode_s) / (1 + margin)
+        return Busy(wait_s, allowed_s) if wait_s > allowed_s else None
 
     def _decode(self, batch: list[Part]) -> None:
         groups: dict[Any, list[Part]] = defaultdict(list)
@@ -231,11 +245,14 @@ class BatchWorker:
         return results
 
     def _measure(self, work: int, seconds: float) -> None:
-        """Keep the best recent speed: the best batch's, fading by a tenth a batch. Only
-        batches of half the budget or more count: small ones are mostly fixed overhead, and
-        the speed is what a heavy request would be decoded at."""
+        """The speed: the work of the last `MEASURED` batches over their time (one batch's
+        speed moves with its sentences and the machine's other work, several times over; the
+        time of the work ahead of a request is the sum of its batches' times). Only batches of
+        half the budget or more count: small ones are mostly fixed overhead, and the speed is
+        what a heavy request would be decoded at."""
         if seconds > 0 and work >= self.budget / 2:
-            self.speed = max(work / seconds, (self.speed or 0.0) * 0.9)
+            self.measured.append((work, seconds))
+            self.speed = sum(w for w, _ in self.measured) / sum(s for _, s in self.measured)
 
     def _finish(self, job: Job, result: Any, *, failed: bool = False) -> None:
         with self.lock:  # the worker, or a submit that found the worker ended
