@@ -218,22 +218,28 @@ def _heavy(port: int, stop: threading.Event, met: collections.Counter, heavy: di
 
 
 def _crowd(port: int, stop: threading.Event, met: collections.Counter, heavy: dict, args) -> list:
-    """The holder at its own address, over the cap, then the crowd at once."""
+    """The holder at its own address, over the cap, then the crowd at once; and a request from
+    the holder's address on a new connection, once the cap is held, then every 0.5 s (when
+    the holder's connections have left room, it is served)."""
     holder = _hold(port, stop, met, CAP + args.over_cap, HOLDER)
 
-    def probe() -> None:  # a request over the cap, from the holder's address
-        while not stop.wait(0.5):
-            with socket.create_connection((HOST, port), 10, (HOLDER, 0)) as connection:
-                try:
-                    connection.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                    status = connection.recv(64).split(b" ")[1].decode()
-                except (OSError, IndexError):
-                    status = "no answer"
-            met[f"over the cap: {status}"] += 1
+    def probe() -> None:
+        with socket.create_connection((HOST, port), 10, (HOLDER, 0)) as connection:
+            try:
+                connection.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                status = connection.recv(64).split(b" ")[1].decode()
+            except (OSError, IndexError):
+                status = "no answer"
+        met[f"over the cap: {status}"] += 1
 
+    def probes() -> None:
+        while not stop.wait(0.5):
+            probe()
+
+    probe()
     together = threading.Barrier(args.crowd)
     crowd = _started([_heavy_client(port, stop, met, heavy, together)] * args.crowd)
-    return [holder, *_started([probe]), *crowd]
+    return [holder, *_started([probes]), *crowd]
 
 
 def _heavy_client(port: int, stop: threading.Event, met: collections.Counter, heavy: dict,
