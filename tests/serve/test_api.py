@@ -1,9 +1,11 @@
 """The HTTP API of `tfm serve` against a server running on 127.0.0.1: every endpoint's answer
 against the library's own decoding, every limit and bad request with its status and message,
-every number field's range, the API key, the bounded queue, the timeout, and dynamic batching."""
+every number field's range, the API key, the page's headers, a failure nobody expected, the
+bounded queue, the timeout, and dynamic batching."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -239,6 +241,25 @@ def test_the_api_key_is_needed_for_the_model_but_not_for_health_or_the_page(tran
         assert call(base, "GET", "/info", headers=good).json()["auth"] is True
         assert call(base, "GET", "/health").status == 200
         assert call(base, "GET", "/").status == 200
+
+
+def test_the_page_forbids_framing_and_loads_nothing_from_elsewhere(server):
+    page = call(server, "GET", "/")
+    policy = [part.strip() for part in page.headers["content-security-policy"].split(";")]
+    assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert page.headers["x-frame-options"] == "DENY"
+    sources = re.findall(rb'(?:src|href)="([^"]*)"', page.body)
+    assert sources and all(source.startswith(b"/page/") for source in sources)
+
+
+def test_a_failure_no_endpoint_expected_is_a_500_in_one_line_like_every_error(held, caplog):
+    held.config = None  # /info describes the model from it: an AttributeError
+    with served(create_app(held)) as base:
+        answer = call(base, "GET", "/info")
+    assert (answer.status, answer.headers["content-type"]) == (500, "application/json")
+    error = "internal error (AttributeError); the server's log says more"
+    assert answer.body == b'{"error":"' + error.encode() + b'"}'
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == ["GET /info failed"]
 
 
 def test_requests_that_arrive_together_are_decoded_as_one_batch(held):

@@ -261,7 +261,7 @@ class Tokenizer:
 
     @property
     def bpe_models(self) -> tuple[HfTokenizer, HfTokenizer]:
-        """The source and target `tokenizers` objects (the same one when joint), for bulk encoding."""
+        """The source and target `tokenizers` objects (the same one when joint)."""
         return self._src, self._tgt
 
     # --- text <-> ids -------------------------------------------------------------------------
