@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 
 from tfm.api import generate_toy_corpus
 from tfm.cli import app
+from tfm.commands import synthetic_corpus as synthetic
 from tfm.commands import train as train_command
 from tfm.config import Config, load_config
 from tfm.data.tokenizer import Tokenizer
 from tfm.training import StopFlag
-from tfm.training.backtranslation import synthetic
-from tfm.training.backtranslation.budget import MIN_MINUTES, plan_phases
+from tfm.training.recipe.phase_budget import MIN_MINUTES, plan_phases
 
 SETTINGS = {
     "tokenizer": {"vocab_size": 200},

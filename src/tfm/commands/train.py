@@ -79,7 +79,7 @@ def train_run(
 def _finished(cfg: Config) -> str | None:
     """The line saying that `cfg`'s run is trained already, or None."""
     if cfg.data.monolingual:
-        from tfm.training.backtranslation.phases import finished_backtranslation
+        from tfm.commands.backtranslated import finished_backtranslation
 
         return finished_backtranslation(cfg)
     return finished_run(cfg)
@@ -91,7 +91,7 @@ def _train_and_report(
     stop = StopFlag()
     with stopping_on_signals(stop):
         if cfg.data.monolingual:  # in phases, the last of which trains in run_dir
-            from tfm.training.backtranslation.phases import train_backtranslated
+            from tfm.commands.backtranslated import train_backtranslated
 
             result = train_backtranslated(cfg, resume=resume, overwrite=overwrite,
                                           progress_bar=progress, stop=stop)  # fmt: skip

@@ -13,7 +13,7 @@
       .lock              held by the process training in it; holds its PID (tfm.rundir.lock)
 
 A run with monolingual text (`data.monolingual`) holds beside these the phases before it
-(tfm.training.backtranslation): backtranslation.json (its plan and where each phase stands),
+(tfm.commands.backtranslated): backtranslation.json (its plan and where each phase stands),
 reverse/ (the reverse model's run), reverse-averaged/ (its last checkpoints averaged) and
 synthetic.tsv (the synthetic corpus: a generated source, a tab, the monolingual line).
 

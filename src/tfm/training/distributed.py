@@ -216,8 +216,8 @@ def _open_here(
     *,
     resume: bool,
     overwrite: bool,
-    tokenizer: Tokenizer | None,
-    plan_notes: dict | None,
+    tokenizer: Tokenizer | None = None,
+    plan_notes: dict | None = None,
 ) -> Session:
     if not replicas.is_main and not (Path(config.run_dir) / TOKENIZER_FILE).is_file():
         raise _NotShared(_not_seen(replicas, config, f"no {TOKENIZER_FILE} there"))

@@ -4,12 +4,12 @@
 
 0. The data: the pair's corpus prepared as for any run, its tokenizer reserving `<bt>` (one
    tokenizer for both directions), and the monolingual text (`data.monolingual`); the plan
-   (`budget.py`) divides the budget.
+   (`training/recipe/phase_budget.py`) divides the budget.
 1. The reverse model: a run of its own in `run_dir/reverse`, the config with the direction
    reversed, no monolingual text, its share of the budget and that tokenizer; its last
    checkpoints averaged into `run_dir/reverse-averaged` as its plan says.
 2. The synthetic sources: the chosen monolingual lines translated by it into
-   `run_dir/synthetic.tsv` (`synthetic.py`).
+   `run_dir/synthetic.tsv` (`synthetic_corpus.py`).
 3. The pair: the run in `run_dir` itself, on its corpus (read `repeat` times an epoch) and the
    synthetic corpus tagged `<bt>`, for what is left of the budget.
 
@@ -35,6 +35,7 @@ from pathlib import Path
 
 from tfm.atomic import atomic_write_text
 from tfm.commands.engines import open_translator
+from tfm.commands.synthetic_corpus import generate
 from tfm.config import Config
 from tfm.data.cache.prepared_cache import cache_root, prepared_entry
 from tfm.data.monolingual import check_monolingual, choose_lines, prepared_monolingual
@@ -46,10 +47,9 @@ from tfm.prediction.settings import DecodeRequest
 from tfm.rundir.averaging import average_checkpoints
 from tfm.rundir.lock import remove_run_files, run_lock
 from tfm.rundir.paths import BACKTRANSLATION_FILES, RunPaths
-from tfm.training.backtranslation.budget import PhasePlan, plan_phases
-from tfm.training.backtranslation.synthetic import generate
 from tfm.training.distributed import from_environment
 from tfm.training.loop import TrainResult, train
+from tfm.training.recipe.phase_budget import PhasePlan, plan_phases
 from tfm.training.run_log import collect_run_log
 from tfm.training.run_preparation import HOW_TO_RUN, finished_run, holds_a_run
 from tfm.training.session import StopFlag
