@@ -178,3 +178,26 @@ def test_the_plan_divides_the_budget_and_leaves_back_translation_out_of_a_short_
     assert short.skipped and short.describe()[0].startswith("back-translation left out: ")
     few = plan_phases(config, real_pairs=10_000, available=3_000)
     assert (few.lines, few.repeat) == (3_000, 1)
+    kept = plan_phases(config, real_pairs=10_000, available=50_000, real_batch=512)
+    assert kept.max_tokens == 512 and kept.describe()[3].endswith("batches of its real pairs")
+    given = Config.model_validate({"train": {"max_minutes": 60, "max_tokens": 2048}})
+    assert (
+        plan_phases(given, real_pairs=10_000, available=50_000, real_batch=512).max_tokens is None
+    )
+
+
+def test_config_show_says_the_phases_and_reads_back_as_the_config(tmp_path):
+    config = config_file(tmp_path)
+    settings = yaml.safe_load(config.read_text(encoding="utf-8"))
+    del settings["train"]["label_smoothing"]  # a key for the recipe to derive
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    result = CliRunner().invoke(app, ["config", "show", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    shown = result.stdout.splitlines()
+    assert shown[4] == f"# recipe of {tmp_path / 'run' / 'reverse'}, from the data:"
+    assert shown[5].startswith("#   corpus de→en: 300 pairs")
+    assert shown[0] == "# back-translation in no time budget: 401 monolingual lines, 300 real pairs"
+    assert shown[3].startswith("# phase 3, the pair: real pairs ×1 and synthetic pairs tagged <bt>")
+    back = tmp_path / "shown.yaml"
+    back.write_text(result.stdout, encoding="utf-8")
+    assert load_config(back) == load_config(config)

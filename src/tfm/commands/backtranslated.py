@@ -37,7 +37,7 @@ from tfm.atomic import atomic_write_text
 from tfm.commands.engines import open_translator
 from tfm.commands.synthetic_corpus import generate
 from tfm.config import Config
-from tfm.data.cache.prepared_cache import cache_root, prepared_entry
+from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.monolingual import check_monolingual, choose_lines, prepared_monolingual
 from tfm.data.pipeline import check_splits, load_texts
 from tfm.data.tokenizer import Tokenizer
@@ -49,7 +49,13 @@ from tfm.rundir.lock import remove_run_files, run_lock
 from tfm.rundir.paths import BACKTRANSLATION_FILES, RunPaths
 from tfm.training.distributed import from_environment
 from tfm.training.loop import TrainResult, train
-from tfm.training.recipe.phase_budget import PhasePlan, plan_phases
+from tfm.training.recipe.phase_budget import (
+    PhasePlan,
+    pair_config,
+    plan_from,
+    reverse_config,
+    without_text,
+)
 from tfm.training.run_log import collect_run_log
 from tfm.training.run_preparation import HOW_TO_RUN, finished_run, holds_a_run
 from tfm.training.session import StopFlag
@@ -119,55 +125,6 @@ def finished_backtranslation(config: Config) -> str | None:
     return finished_run(pair_config(config, plan, tokenizer, state["pair"]["minutes"]))
 
 
-# --- the configs of the phases -------------------------------------------------------------
-
-
-def reverse_config(config: Config, plan: PhasePlan, tokenizer: Tokenizer) -> Config:
-    """Phase 1's run: `config` the other way round, in `run_dir/reverse`, with its share of the
-    budget, no monolingual text and the pair's data cache."""
-    values = config.model_dump(mode="json", exclude_unset=True)
-    data = values.setdefault("data", {})
-    data.update(src_lang=config.data.tgt_lang, tgt_lang=config.data.src_lang, monolingual=[],
-                cache_dir=str(cache_root(config)))  # fmt: skip
-    values["run_dir"] = str(Path(config.run_dir) / REVERSE_DIR)
-    values.setdefault("tokenizer", {})["vocab_size"] = _vocab_size(tokenizer)
-    if plan.reverse_s is not None:
-        values.setdefault("train", {})["max_minutes"] = round(plan.reverse_s / 60, 4)
-    return Config.model_validate(values)
-
-
-def pair_config(
-    config: Config, plan: PhasePlan, tokenizer: Tokenizer, minutes: float | None
-) -> Config:
-    """Phase 3's run: `config`'s corpora read `plan.repeat` times an epoch, then the synthetic
-    corpus tagged, for `minutes`."""
-    values = config.model_dump(mode="json", exclude_unset=True)
-    data = config.data
-    corpora = [
-        {**source.model_dump(mode="json", exclude_unset=True),
-         "repeat": source.repeat * plan.repeat}
-        for source in data.corpora
-    ]  # fmt: skip
-    synthetic = {"format": "tsv", "path": str(Path(config.run_dir) / SYNTHETIC_FILE),
-                 "columns": [data.src_lang, data.tgt_lang], "tag": plan.tag}  # fmt: skip
-    values.setdefault("data", {})["train"] = [*corpora, synthetic]
-    values.setdefault("tokenizer", {})["vocab_size"] = _vocab_size(tokenizer)
-    if minutes is not None:
-        values.setdefault("train", {})["max_minutes"] = round(minutes, 4)
-    return Config.model_validate(values)
-
-
-def without_text(config: Config) -> Config:
-    """`config` without its monolingual text: the run a plan that leaves it out trains."""
-    values = config.model_dump(mode="json", exclude_unset=True)
-    values["data"]["monolingual"] = []
-    return Config.model_validate(values)
-
-
-def _vocab_size(tokenizer: Tokenizer) -> int:
-    return max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
-
-
 # --- phase 0: the state, the data and the plan ---------------------------------------------
 
 
@@ -199,7 +156,7 @@ def _plan(config: Config, root: Path) -> dict:
     """Phase 0 (module docstring): the data prepared, the plan made, the state written."""
     entry = prepared_entry(config)
     text = prepared_monolingual(config)
-    plan = plan_phases(config, real_pairs=int(entry.meta["pairs"]), available=len(text))
+    plan = plan_from(config, entry, len(text), world_size=from_environment().world_size)
     state = {
         "config": config.model_dump(mode="json", exclude_unset=True),
         "plan": plan.record(),

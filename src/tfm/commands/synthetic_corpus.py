@@ -30,8 +30,6 @@ from tfm.training.session import StopFlag
 
 log = logging.getLogger(__name__)
 
-SYNTHETIC_FILE = "synthetic.tsv"
-
 
 @dataclass(frozen=True)
 class Generated:

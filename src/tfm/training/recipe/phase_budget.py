@@ -7,16 +7,28 @@ much of the text it back-translates, and how it mixes the synthetic pairs with t
 Three phases share `train.max_minutes`: a model of the reverse direction trains for
 `REVERSE_SHARE` of it; it translates the chosen lines into synthetic sources for at most
 `GENERATION_SHARE` of it (decoding stops there, keeping what it made); the pair then trains on
-its real pairs and the synthetic ones, tagged `<bt>`, for what is left. Each constant is where
-the runs in docs/experiments.md put it.
+its real pairs and the synthetic ones, tagged `<bt>`, for what is left, in the batches its real
+pairs alone would get: the synthetic pairs add data, not time, and on a CPU a step's time grows
+with its tokens, so a batch sized for the larger corpus would buy fewer updates in the same
+budget. Each constant is where the runs in docs/experiments.md put it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from tfm.config import BACK_TRANSLATION_TAG, Config
+from tfm.data.cache.prepared_cache import CacheEntry, cache_root
+from tfm.data.ragged import lengths_of
+from tfm.data.tokenizer import Tokenizer
+from tfm.device import select_device
+from tfm.rundir.paths import BACKTRANSLATION_FILES
+from tfm.training.recipe import rules
+from tfm.training.recipe.fingerprint import measure_tokens
+
+_, REVERSE_DIR, _, SYNTHETIC_FILE = BACKTRANSLATION_FILES
 
 # The reverse model's share of the budget.
 REVERSE_SHARE = 0.25
@@ -46,6 +58,7 @@ class PhasePlan:
     available: int  # monolingual lines there are
     real_pairs: int
     repeat: int  # of the real pairs, an epoch
+    max_tokens: int | None = None  # the pair's batch: its real pairs' (None: the config's)
     strategy: str = STRATEGY
     tag: str = BACK_TRANSLATION_TAG
     skipped: str | None = None
@@ -80,13 +93,33 @@ class PhasePlan:
             f"phase 2, synthetic sources: {self.lines:,} lines decoded {self.strategy}{cap} "
             f"(at most {SYNTHETIC_PER_REAL} a real pair)",
             f"phase 3, the pair: real pairs ×{self.repeat} and synthetic pairs tagged "
-            f"<{self.tag}>, 1:{ratio:.1f}, for the rest of the budget",
-        ]
+            f"<{self.tag}>, 1:{ratio:.1f}, "
+            + ("for the rest of the budget" if self.budget_s else "by its own recipe")
+            + (f", in the {self.max_tokens:,}-token batches of its real pairs"
+               if self.max_tokens else ""),
+        ]  # fmt: skip
 
 
-def plan_phases(config: Config, *, real_pairs: int, available: int) -> PhasePlan:
+def plan_from(
+    config: Config, entry: CacheEntry, available: int, *, world_size: int = 1
+) -> PhasePlan:
+    """`plan_phases` for the pair's prepared corpus `entry` (its real pairs, and the batch the
+    recipe gives them on this device, for `world_size` processes) and `available` monolingual
+    lines."""
+    train = entry.split(max_length=config.data.max_length)
+    tokens = measure_tokens(lengths_of(train.src), lengths_of(train.tgt))
+    gpu = select_device(config.train.device).type == "cuda"
+    per_step = config.train.accumulate * world_size
+    batch = rules.batch_tokens(tokens.batch_tokens, gpu=gpu, batches_a_step=per_step).value
+    return plan_phases(config, real_pairs=len(train), available=available, real_batch=batch)
+
+
+def plan_phases(
+    config: Config, *, real_pairs: int, available: int, real_batch: int | None = None
+) -> PhasePlan:
     """The plan for a run of `config` whose training corpus has `real_pairs` pairs and whose
-    monolingual text `available` lines."""
+    monolingual text `available` lines; `real_batch` is the batch the recipe gives the real
+    pairs alone (`rules.batch_tokens`), which the pair keeps unless the config gives one."""
     minutes = config.train.max_minutes
     budget = minutes * 60 if minutes is not None else None
     lines = min(available, SYNTHETIC_PER_REAL * real_pairs)
@@ -99,6 +132,7 @@ def plan_phases(config: Config, *, real_pairs: int, available: int) -> PhasePlan
         available=available,
         real_pairs=real_pairs,
         repeat=repeat,
+        max_tokens=None if "max_tokens" in config.train.model_fields_set else real_batch,
     )
     if minutes is not None and minutes < MIN_MINUTES:
         why = (
@@ -107,3 +141,51 @@ def plan_phases(config: Config, *, real_pairs: int, available: int) -> PhasePlan
         )
         return PhasePlan(**{**plan.record(), "skipped": why})
     return plan
+
+
+def reverse_config(config: Config, plan: PhasePlan, tokenizer: Tokenizer) -> Config:
+    """Phase 1's run: `config` the other way round, in `run_dir/reverse`, with its share of the
+    budget, no monolingual text and the pair's data cache."""
+    values = config.model_dump(mode="json", exclude_unset=True)
+    data = values.setdefault("data", {})
+    data.update(src_lang=config.data.tgt_lang, tgt_lang=config.data.src_lang, monolingual=[],
+                cache_dir=str(cache_root(config)))  # fmt: skip
+    values["run_dir"] = str(Path(config.run_dir) / REVERSE_DIR)
+    values.setdefault("tokenizer", {})["vocab_size"] = _vocab_size(tokenizer)
+    if plan.reverse_s is not None:
+        values.setdefault("train", {})["max_minutes"] = round(plan.reverse_s / 60, 4)
+    return Config.model_validate(values)
+
+
+def pair_config(
+    config: Config, plan: PhasePlan, tokenizer: Tokenizer, minutes: float | None
+) -> Config:
+    """Phase 3's run: `config`'s corpora read `plan.repeat` times an epoch, then the synthetic
+    corpus tagged, for `minutes`."""
+    values = config.model_dump(mode="json", exclude_unset=True)
+    data = config.data
+    corpora = [
+        {**source.model_dump(mode="json", exclude_unset=True),
+         "repeat": source.repeat * plan.repeat}
+        for source in data.corpora
+    ]  # fmt: skip
+    synthetic = {"format": "tsv", "path": str(Path(config.run_dir) / SYNTHETIC_FILE),
+                 "columns": [data.src_lang, data.tgt_lang], "tag": plan.tag}  # fmt: skip
+    values.setdefault("data", {})["train"] = [*corpora, synthetic]
+    values.setdefault("tokenizer", {})["vocab_size"] = _vocab_size(tokenizer)
+    if minutes is not None:
+        values.setdefault("train", {})["max_minutes"] = round(minutes, 4)
+    if plan.max_tokens is not None:
+        values.setdefault("train", {})["max_tokens"] = plan.max_tokens
+    return Config.model_validate(values)
+
+
+def without_text(config: Config) -> Config:
+    """`config` without its monolingual text: the run a plan that leaves it out trains."""
+    values = config.model_dump(mode="json", exclude_unset=True)
+    values["data"]["monolingual"] = []
+    return Config.model_validate(values)
+
+
+def _vocab_size(tokenizer: Tokenizer) -> int:
+    return max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
