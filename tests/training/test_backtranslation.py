@@ -4,7 +4,10 @@ the tag; the plan in plan.json and at the start of train.log; the same command t
 once; killed in any phase and resumed, it ends exactly where an uninterrupted run does."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,11 +19,14 @@ from tfm.api import generate_toy_corpus
 from tfm.cli import app
 from tfm.commands import synthetic_corpus as synthetic
 from tfm.commands import train as train_command
+from tfm.commands.backtranslated import _check_sources
 from tfm.config import Config, load_config
 from tfm.data.tokenizer import Tokenizer
+from tfm.errors import TrainingError
 from tfm.training import StopFlag
 from tfm.training.recipe.phase_budget import MIN_MINUTES, plan_phases
 
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 SETTINGS = {
     "tokenizer": {"vocab_size": 200},
     "model": {"d_model": 32, "d_ff": 64},
@@ -201,3 +207,27 @@ def test_config_show_says_the_phases_and_reads_back_as_the_config(tmp_path):
     back = tmp_path / "shown.yaml"
     back.write_text(result.stdout, encoding="utf-8")
     assert load_config(back) == load_config(config)
+
+
+def test_under_torchrun_process_0_generates_while_the_other_waits(run, tmp_path):
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "OMP_NUM_THREADS": "1"}  # fmt: skip
+    config = config_file(tmp_path, train={"device": "cpu", "lr": 0.01})
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               f"--log-dir={tmp_path / 'logs'}", "-m", "tfm", "train", "--config", str(config),
+               "--no-progress"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "process 0 prepares the data and back-translates while the other 1 wait" in done.stderr
+    ours = tmp_path / "run"
+    assert lines(ours / "synthetic.tsv") == 400  # written once, by one process
+    assert (ours / "reverse" / "best.pt").is_file() and (ours / "best.pt").is_file()
+
+
+def test_a_reverse_model_that_translates_everything_to_nothing_stops_the_run(tmp_path, caplog):
+    (tmp_path / "synthetic.tsv").write_text("\tEin Hund\n\tZwei Katzen\n", encoding="utf-8")
+    with pytest.raises(TrainingError, match=r"translated all 2 monolingual lines to nothing"):
+        _check_sources(tmp_path, 2)
+    (tmp_path / "synthetic.tsv").write_text("a dog\tEin Hund\n\tZwei Katzen\n", encoding="utf-8")
+    _check_sources(tmp_path, 2)
+    assert "1 of 2 synthetic sources came out empty" in caplog.text

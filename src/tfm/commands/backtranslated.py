@@ -41,13 +41,13 @@ from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.monolingual import check_monolingual, choose_lines, prepared_monolingual
 from tfm.data.pipeline import check_splits, load_texts
 from tfm.data.tokenizer import Tokenizer
-from tfm.errors import UsageError
+from tfm.errors import TrainingError, UsageError
 from tfm.json_file import read_json
 from tfm.prediction.settings import DecodeRequest
 from tfm.rundir.averaging import average_checkpoints
 from tfm.rundir.lock import remove_run_files, run_lock
 from tfm.rundir.paths import BACKTRANSLATION_FILES, RunPaths
-from tfm.training.distributed import from_environment
+from tfm.training.distributed import from_environment, joined_group
 from tfm.training.loop import TrainResult, train
 from tfm.training.recipe.phase_budget import (
     PhasePlan,
@@ -78,12 +78,17 @@ def train_backtranslated(
     """Train `config` (which names `data.monolingual`) in its phases (module docstring)."""
     check_splits(config.data, ("train", "validation"))
     check_monolingual(config.data)
-    root, main = Path(config.run_dir), from_environment().is_main
-    with run_lock(root) if main else contextlib.nullcontext():
+    root, replicas = Path(config.run_dir), from_environment()
+    main = replicas.is_main
+    if replicas.active and main:
+        log.info("under torchrun: every process trains the reverse model and the pair; process 0 "
+                 "prepares the data and back-translates while the other %d wait",
+                 replicas.world_size - 1)  # fmt: skip
+    with run_lock(root) if main else contextlib.nullcontext(), joined_group(config):
         state = _begin(config, root, resume=resume, overwrite=overwrite, main=main)
         config = _config_of(state, config)
         plan = PhasePlan.from_record(state["plan"])
-        for line in plan.describe():
+        for line in plan.describe() if main else ():
             log.info("%s", line)
         if plan.skipped:
             return train(without_text(config), resume=_started(root), progress_bar=progress_bar,
@@ -274,11 +279,28 @@ def _generate(
         return state
     log.info("generated %s synthetic sources in %.0f s (%.0f sentences/s)", f"{made.lines:,}",
              made.seconds, made.lines / max(made.seconds, 1e-9))  # fmt: skip
+    _check_sources(root, made.lines)
     state["generation"] = {"done": True, "lines": made.lines, "seconds": round(made.seconds, 2),
                            "examined": chosen.examined, "leaks": chosen.leaks,
                            "long": chosen.long}  # fmt: skip
     _write_state(root, state)
     return state
+
+
+def _check_sources(root: Path, lines: int) -> None:
+    """Say how many generated sources came out empty (the pair drops those lines when it reads
+    the corpus); stop where all did, since the pair would have nothing to learn from them."""
+    with (root / SYNTHETIC_FILE).open(encoding="utf-8") as file:
+        empty = sum(1 for line in file if line.startswith("\t"))
+    if empty and empty == lines:
+        raise TrainingError(
+            f"the reverse model in {root / REVERSE_DIR} translated all {lines:,} monolingual "
+            "lines to nothing: it learned too little to back-translate; give the run more time "
+            "(train.max_minutes, train.max_steps) or leave data.monolingual out"
+        )
+    if empty:
+        log.warning("%s of %s synthetic sources came out empty: the pair leaves those lines out",
+                    f"{empty:,}", f"{lines:,}")  # fmt: skip
 
 
 def _interrupted(root: Path, stop: StopFlag) -> TrainResult:

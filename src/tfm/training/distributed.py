@@ -112,6 +112,22 @@ def process_group(config: Config) -> Iterator[Replicas]:
         with run_lock(Path(config.run_dir)):
             yield replicas
         return
+    with joined_group(config) as replicas:
+        if not replicas.is_main:  # one voice: the others only speak up when something is wrong
+            logging.getLogger("tfm").setLevel(logging.WARNING)
+        with _locked_by_main(replicas, config), _peers_lost(replicas, config):
+            yield replicas
+
+
+@contextlib.contextmanager
+def joined_group(config: Config) -> Iterator[Replicas]:
+    """torchrun's process group, joined once for the duration: runs made one after another in
+    the same processes (back-translation's reverse run and pair) use the group the first one
+    joined, because joining again through torchrun's store would meet the first group's keys."""
+    replicas = from_environment()
+    if not replicas.active:
+        yield replicas
+        return
     use_cuda = config.train.device in ("auto", "cuda") and torch.cuda.is_available()
     if use_cuda:
         if replicas.local_rank >= torch.cuda.device_count():
@@ -123,14 +139,14 @@ def process_group(config: Config) -> Iterator[Replicas]:
     elif config.train.device == "mps":
         raise UsageError("torchrun training runs on CUDA (NCCL) or CPU (Gloo), not on mps")
     replicas = Replicas(**{**replicas.__dict__, "backend": "nccl" if use_cuda else "gloo"})
+    if dist.is_initialized():
+        yield replicas
+        return
     dist.init_process_group(
         replicas.backend, rank=replicas.rank, world_size=replicas.world_size, timeout=TIMEOUT
     )
-    if not replicas.is_main:  # one voice: the others only speak up when something is wrong
-        logging.getLogger("tfm").setLevel(logging.WARNING)
     try:
-        with _locked_by_main(replicas, config), _peers_lost(replicas, config):
-            yield replicas
+        yield replicas
     finally:
         dist.destroy_process_group()
 
