@@ -13,6 +13,13 @@ from tfm.commands.input import line_chunks, read_aligned
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import EncodedSplit, encode_split, prepare_splits
 from tfm.errors import UsageError
+from tfm.prediction.confidence import (
+    REPORT_KEYS,
+    Judged,
+    confidence_report,
+    read_figures,
+    sentence_chrf,
+)
 from tfm.prediction.split_evaluation import evaluate_chunks
 from tfm.prediction.translator import Translator
 from tfm.rundir.metrics import json_safe
@@ -38,12 +45,16 @@ def evaluate_run(
     ref: Path | None = None,
     output: Path | None = None,
     lines: tuple[list[str], list[str]] | None = None,
+    confidences: Path | None = None,
 ) -> tuple[dict, list[str]]:
     """Scores (and hypotheses in input order) of the translator on a split or on the aligned
     files `src` and `ref`; the hypotheses are also written to `output`, one per line, when
-    given. `lines` are the files' lines when the caller has read them already (with
-    `read_aligned`, so that a mistake in them is named before a model is loaded). Loss and
-    perplexity are None where the translator cannot score (an export)."""
+    given, and each one's confidence, figure and sentence chrF to `confidences`
+    (`write_confidences`). `lines` are the files' lines when the caller has read them already
+    (with `read_aligned`, so that a mistake in them is named before a model is loaded). Loss
+    and perplexity are None where the translator cannot score (an export); how well the
+    confidences rank the sentences by chrF (`tfm.prediction.confidence.confidence_report`) is
+    None where it has no confidence map."""
     check_eval_options(split, src, ref)
     chunks: Iterable[EncodedSplit]
     if src is not None and ref is not None:
@@ -53,13 +64,54 @@ def evaluate_run(
         config, tokenizer = translator.config, translator.tokenizer
         splits, _ = prepare_splits(config.data, config.tokenizer, (split,), tokenizer=tokenizer)
         chunks, name = [splits[split]], split
+        src_text, ref_text = splits[split].src_text, splits[split].tgt_text
     scores, hypotheses = evaluate_chunks(translator, chunks)
     if output is not None:
         output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    judged = judge_lines(translator, src_text, ref_text, hypotheses, every=confidences is not None)
+    if confidences is not None:
+        write_confidences(confidences, judged)
     found = translator.describe()
     header = {"run": found.pop("run", None), "split": name, **found}
     strategy = translator.settings.strategy.describe()  # its name and settings
+    report = confidence_report(judged) if translator.confidence_map is not None else None
+    scores = {**scores, **(report or dict.fromkeys(REPORT_KEYS))}
     return json_safe({**header, **strategy, **scores}), hypotheses  # NaN/inf scores as None
+
+
+def judge_lines(
+    translator: Translator,
+    sources: Sequence[str],
+    references: Sequence[str],
+    hypotheses: Sequence[str],
+    *,
+    every: bool = False,
+) -> list[Judged]:
+    """Each hypothesis's confidence, figure and sentence chrF, `EVAL_LINES` lines at a time;
+    none (an empty list) where the translator has no confidence map, unless `every`."""
+    if translator.confidence_map is None and not every:
+        return []
+    judged: list[Judged] = []
+    for lines in line_chunks(len(sources), input_lines.EVAL_LINES):
+        texts, translations = sources[lines], hypotheses[lines]
+        figures = translator.figures(texts, translations)
+        confidences = read_figures(translator.confidence_map, figures)
+        chrf = sentence_chrf(translations, references[lines])
+        judged += map(Judged, confidences, figures, chrf)
+    return judged
+
+
+def write_confidences(path: Path, judged: Sequence[Judged]) -> None:
+    """A TSV file: a header (confidence, log_prob, chrf), then a row for each hypothesis in
+    input order: its confidence (empty without a map, and for a blank source), its figure
+    (empty for a blank source, and where the engine cannot score) and its sentence chrF."""
+
+    def cell(value: float | None) -> str:
+        return "" if value is None else f"{value:.4f}"
+
+    rows = ["confidence\tlog_prob\tchrf"]
+    rows += [f"{cell(j.confidence)}\t{cell(j.log_prob)}\t{j.chrf:.2f}" for j in judged]
+    path.write_text("".join(row + "\n" for row in rows), encoding="utf-8")
 
 
 def _aligned_files(
@@ -93,6 +145,32 @@ def translate_batches_nbest(
         return translator.nbest(lines, n_best, first_line=first_line)
 
     return _numbered(batches, nbest)
+
+
+def translate_batches_judged(
+    translator: Translator, batches: Iterable[Sequence[str]], n_best: int | None = None
+) -> Iterator[list[dict]]:
+    """`tfm translate --json`: for each line, batch by batch, an object with its source, its
+    translation, the strategy's score and the confidence (None without a map: a warning says
+    why, once); with `n_best`, also its list of that many translations, each with its score
+    and confidence."""
+    if translator.confidence_map is None:
+        log.warning("confidence is null: %s", translator.unmapped)
+
+    def judged(lines: Sequence[str], *, first_line: int) -> list[dict]:
+        beams = translator.nbest(lines, n_best or 1, first_line=first_line)
+        sources = [line for line, beam in zip(lines, beams, strict=True) for _ in beam]
+        confidences = iter(translator.confidences(sources, [t for b in beams for t, _ in b]))
+        rows = []
+        for line, beam in zip(lines, beams, strict=True):
+            found = [{"translation": text, "score": round(score, 4), "confidence": next(confidences)}
+                     for text, score in beam]  # fmt: skip
+            rows.append(
+                json_safe({"source": line, **found[0]} | ({"n_best": found} if n_best else {}))
+            )
+        return rows
+
+    return _numbered(batches, judged)
 
 
 def _numbered(batches: Iterable[Sequence[str]], translate: Callable[..., list]) -> Iterator[list]:

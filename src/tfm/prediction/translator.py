@@ -7,8 +7,10 @@ by `tfm export` translates with CTranslate2 (`tfm.deploy.ct2_translator`). Both 
 lines, n-best lists and scores, and every command, the server and validation take a Translator
 without asking which it is. What is written here once: a blank line gives an empty translation,
 the other lines are encoded and framed (ids + EOS) and numbered (for the warnings that name
-lines), an n-best list holds distinct texts. An engine supplies only `search` over framed sources,
-and says whether it can show attention weights (`shows_attention`).
+lines), an n-best list holds distinct texts, and a translation's confidence is its figure read
+through the map fitted for the model (`tfm.prediction.confidence`). An engine supplies only
+`search` over framed sources, says whether it can show attention weights (`shows_attention`),
+and scores given translations (`log_probs`) where it can.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tfm.config import Config
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import EOS_ID, Tokenizer
 from tfm.errors import UsageError
+from tfm.prediction.confidence import ConfidenceMap, read_figures
 from tfm.prediction.settings import DecodeSettings
 
 if TYPE_CHECKING:
@@ -42,6 +45,8 @@ class Translator(ABC):
     engine: str
     step: int | None
     shows_attention: bool = False  # whether `attention_views` can show the attention weights
+    confidence_map: ConfidenceMap | None = None  # the run's map, fitted for this model
+    unmapped = "this translator has no confidence map"  # why `confidence_map` is None
 
     @abstractmethod
     def search(
@@ -124,6 +129,27 @@ class Translator(ABC):
         beams = self.search(sources, settings, numbers, n_best=n_best, scored=True)
         decoded = iter(self.tokenizer.decode_tgt([ids for beam in beams for ids, _ in beam]))
         return self.rank(texts, [distinct([(next(decoded), s) for _, s in beam]) for beam in beams])
+
+    def log_probs(self, texts: Sequence[str], translations: Sequence[str]) -> list[float] | None:
+        """The mean log-probability per token (</s> included) of each translation given its
+        non-blank text, the figure a confidence is read from; None where the engine cannot
+        score given translations."""
+        return None
+
+    def figures(self, texts: Sequence[str], translations: Sequence[str]) -> list[float | None]:
+        """`log_probs` of each text's translation; None for a blank text, and for every text
+        where the engine cannot score."""
+        todo = [i for i, text in enumerate(texts) if text.strip()]
+        found = todo and self.log_probs([texts[i] for i in todo], [translations[i] for i in todo])
+        return placed(len(texts), todo, found or [None] * len(todo), lambda: None)
+
+    def confidences(self, texts: Sequence[str], translations: Sequence[str]) -> list[float | None]:
+        """The confidence of each text's translation: the sentence chrF expected of it
+        (`tfm.prediction.confidence`); None for a blank text, and for every text when there is
+        no map (`unmapped` says why)."""
+        if self.confidence_map is None:
+            return [None] * len(texts)
+        return read_figures(self.confidence_map, self.figures(texts, translations))
 
     def nll(self, split: EncodedSplit) -> tuple[float, int] | None:
         """The summed negative log-likelihood of a split's targets and its token count, or None

@@ -1,0 +1,75 @@
+"""`tfm calibrate`, and the end of `tfm train`: fit a run's confidence map on its validation split
+(`tfm.prediction.confidence`) and keep it in the run directory as confidence.json, listed in the
+manifest.
+
+The map is fitted on the translations `tfm translate` gives by default, as validation decodes
+them. When the run holds the hypotheses of the validation that chose its model (validations/,
+as a training run does at its end), they are read from there: nothing is decoded and the data
+files are not read again, so fitting costs one teacher-forced pass of the model over the split
+and its sentence chrF scores (about a tenth of a validation). A run without them (an averaged
+one, `tfm average`) has its validation split decoded once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from tfm.commands.engines import open_translator
+from tfm.data.pipeline import prepare_splits
+from tfm.errors import UsageError
+from tfm.prediction.confidence import ConfidenceMap, fit_map, save_map
+from tfm.prediction.settings import DecodeRequest
+from tfm.prediction.torch_translator import TorchTranslator
+from tfm.rundir.manifest import file_digest
+from tfm.rundir.paths import RunPaths, is_export
+from tfm.training.validation import read_validation_output
+
+log = logging.getLogger(__name__)
+
+
+def calibrate_run(
+    run: str | Path | None, *, device: str | None = None, threads: int | None = None
+) -> dict:
+    """Fit the confidence map of the run `run` (None: the one last trained here) for its model
+    file, write it, and return what it found: the file, the sentences, the validation's mean
+    chrF, Spearman's rho between the figure and sentence chrF, how far below the mean the least
+    confident tenth scores, the low mark, where the translations came from and the seconds."""
+    if run is not None and is_export(run):
+        raise UsageError(f"--run {run}: a CTranslate2 export cannot score translations; "
+                         "calibrate the tfm run it was exported from")  # fmt: skip
+    started = time.perf_counter()
+    translator = open_translator(DecodeRequest(run=run, device=device, threads=threads))
+    assert isinstance(translator, TorchTranslator)
+    assert translator.run is not None and translator.model_file is not None
+    paths = RunPaths(translator.run)
+    sources, references, hypotheses, origin = _validation(translator, paths)
+    found = fit_map(translator, sources, references, hypotheses)
+    seconds = round(time.perf_counter() - started, 2)
+    found = ConfidenceMap(
+        knots=found.knots,
+        low=found.low,
+        fitted={**found.fitted, "translations": origin, "seconds": seconds},
+    )
+    written = save_map(paths.root, found, file_digest(translator.model_file) or "")
+    log.info("confidence map fitted on %d validation sentences in %.1f s (Spearman %.2f with "
+             "sentence chrF): %s", found.fitted["sentences"], seconds,
+             found.fitted["spearman"], written)  # fmt: skip
+    return {"map": str(written), **found.fitted, "low": found.low}
+
+
+def _validation(
+    translator: TorchTranslator, paths: RunPaths
+) -> tuple[list[str], list[str], list[str], str]:
+    """The validation split's sources, references and the model's translations, and where the
+    translations came from: the validation that chose the model, else decoded now."""
+    kept = paths.validation_output(translator.step) if translator.step is not None else None
+    if kept is not None and kept.is_file():
+        sources, references, hypotheses = read_validation_output(kept)
+        return sources, references, hypotheses, str(kept.relative_to(paths.root))
+    config = translator.config
+    splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",),
+                               tokenizer=translator.tokenizer)  # fmt: skip
+    split = splits["validation"]
+    return split.src_text, split.tgt_text, translator.translate_split(split), "decoded"

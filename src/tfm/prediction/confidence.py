@@ -1,0 +1,236 @@
+"""The confidence of a translation: the sentence chrF it is expected to score against a human
+reference, read off the model's own figures by a map fitted on the validation split.
+
+Not in the paper. Fomicheva et al. (2020, "Unsupervised Quality Estimation for Neural Machine
+Translation") show that a model's own probabilities predict the quality of its translations
+without any other model; silnlp fits such a figure to chrF on held-out data. Here the figure is
+`log_prob`, the mean log-probability per token (</s> included) of the translation given its
+source, from one teacher-forced pass of the model, whatever search found the translation. The
+map is monotone: isotonic regression (pool adjacent violators) of the validation sentences'
+chrF on the figure, over `BINS` bins of equal count, interpolated linearly between the bins'
+centres and flat beyond the outermost. A higher figure never gives a lower confidence.
+
+Dropout variance, source coverage (cross attention), the entropy of the predictions, lengths and
+the agreement of the beam's hypotheses were measured beside it on Tatoeba pairs and did not beat
+it on validation by enough to pay for their cost (docs/experiments.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tfm.errors import CheckpointError
+from tfm.json_file import read_json
+from tfm.rundir.manifest import check_manifest, replace_text
+
+if TYPE_CHECKING:
+    from tfm.prediction.translator import Translator
+
+CONFIDENCE_FILE = "confidence.json"
+FORMAT, VERSION = "tfm-confidence", 1
+BINS = 20  # the map's bins of validation sentences (50 each for a split of 1,000)
+LOW_SHARE = 0.1  # a confidence among the validation's lowest tenth is flagged as low
+
+
+def sentence_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> list[float]:
+    """Each hypothesis's chrF against its reference (sacreBLEU's defaults, 0 to 100)."""
+    from sacrebleu.metrics import CHRF
+
+    metric = CHRF()
+    pairs = zip(hypotheses, references, strict=True)
+    return [metric.sentence_score(h, [r]).score for h, r in pairs]
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation of two equally long sequences (ties take their mean rank);
+    NaN when either is constant."""
+    x, y = _ranks(np.asarray(a, float)), _ranks(np.asarray(b, float))
+    if len(x) != len(y):
+        raise ValueError(f"{len(x)} values against {len(y)}")
+    if len(x) < 2 or x.std() == 0 or y.std() == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values))
+    _, group, counts = np.unique(values, return_inverse=True, return_counts=True)
+    return (np.bincount(group, weights=ranks) / counts)[group]
+
+
+def low_share_gap(confidence: Sequence[float], chrf: Sequence[float]) -> float:
+    """The mean chrF of all sentences minus that of the `LOW_SHARE` least confident."""
+    scores = np.asarray(chrf, float)
+    lowest = np.argsort(np.asarray(confidence, float), kind="stable")
+    count = max(1, int(len(scores) * LOW_SHARE))
+    return float(scores.mean() - scores[lowest[:count]].mean())
+
+
+@dataclass(frozen=True)
+class ConfidenceMap:
+    """A monotone map from `log_prob` to the expected sentence chrF: `knots`, (figure, chrF)
+    pairs in strictly increasing order of both, joined by straight lines and continued beyond
+    the outermost by the nearest line, within 0 to 100; `low`, the confidence below which a
+    translation is among the validation's least confident tenth."""
+
+    knots: tuple[tuple[float, float], ...]
+    low: float
+    fitted: dict[str, Any] = field(default_factory=dict, compare=False)  # how, for reports
+
+    def __call__(self, log_prob: float) -> float:
+        """The expected chrF of a translation whose mean log-probability is `log_prob`, to two
+        decimals."""
+        (first, only), last = self.knots[0], self.knots[-1][0]
+        if len(self.knots) == 1:
+            value = only
+        elif log_prob < first or log_prob > last:  # the outermost line, continued
+            (xa, ya), (xb, yb) = self.knots[:2] if log_prob < first else self.knots[-2:]
+            value = ya + (yb - ya) / (xb - xa) * (log_prob - xa)
+        else:
+            xs, ys = zip(*self.knots, strict=True)
+            value = float(np.interp(log_prob, xs, ys))
+        return round(min(max(value, 0.0), 100.0), 2)
+
+    @classmethod
+    def fit(cls, log_probs: Sequence[float], chrf: Sequence[float]) -> ConfidenceMap:
+        """The map fitted to sentences' figures and chrF scores (see the module docstring)."""
+        if len(log_probs) != len(chrf) or not log_probs:
+            raise ValueError(f"{len(log_probs)} figures against {len(chrf)} scores")
+        order = np.argsort(np.asarray(log_probs, float), kind="stable")
+        x, y = np.asarray(log_probs, float)[order], np.asarray(chrf, float)[order]
+        bins = np.array_split(np.arange(len(x)), min(BINS, len(x)))
+        knots = _isotonic([(float(x[b].sum()), float(y[b].sum()), len(b)) for b in bins])
+        fitted = cls(knots=knots, low=0.0)
+        confidences = sorted(fitted(v) for v in log_probs)
+        return cls(knots=knots, low=confidences[int(len(confidences) * LOW_SHARE)])
+
+
+def _isotonic(bins: list[tuple[float, float, int]]) -> tuple[tuple[float, float], ...]:
+    """Bins of sentences in increasing order of their figure, each (sum of figures, sum of
+    chrF, count), pooled until their mean chrF strictly increases (pool adjacent violators:
+    the nearest non-decreasing sequence in least squares); the knot of each pool is its mean
+    figure and mean chrF, rounded for the file (figures to 4 decimals, chrF to 2)."""
+    pools: list[list[float]] = []
+    for figures, scores, count in bins:
+        pools.append([figures, scores, float(count)])
+        while len(pools) > 1 and pools[-2][1] / pools[-2][2] >= pools[-1][1] / pools[-1][2]:
+            last = pools.pop()
+            pools[-1] = [a + b for a, b in zip(pools[-1], last, strict=True)]
+    knots: list[tuple[float, float]] = []
+    for total, scores, sentences in pools:
+        x, y = round(total / sentences, 4), round(scores / sentences, 2)
+        if not knots or (x > knots[-1][0] and y > knots[-1][1]):  # rounding may make a tie
+            knots.append((x, y))
+    return tuple(knots)
+
+
+def read_figures(
+    found: ConfidenceMap | None, figures: Sequence[float | None]
+) -> list[float | None]:
+    """The confidence `found` gives each figure; None for a figure that is None, and for all
+    without a map."""
+    return [None if found is None or figure is None else found(figure) for figure in figures]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One translation against its reference: its confidence and figure (None: see
+    `read_figures`, `Translator.figures`) and its sentence chrF."""
+
+    confidence: float | None
+    log_prob: float | None
+    chrf: float
+
+
+REPORT_KEYS = ("mean_confidence", "mean_sentence_chrf", "confidence_spearman",
+               "confidence_low_tenth_gap")  # fmt: skip
+
+
+def confidence_report(judged: Sequence[Judged]) -> dict[str, float | None]:
+    """How well the confidences of translations foretell their sentence chrF, over those that
+    have one: the mean confidence beside the mean sentence chrF, Spearman's rho between the
+    two, and how far below the mean the least confident tenth scores (`low_share_gap`)."""
+    rated = [j for j in judged if j.confidence is not None]
+    if not rated:
+        return dict.fromkeys(REPORT_KEYS)
+    confidences = [float(j.confidence) for j in rated if j.confidence is not None]
+    chrf = [j.chrf for j in rated]
+    figures = (float(np.mean(confidences)), float(np.mean(chrf)), spearman(confidences, chrf),
+               low_share_gap(confidences, chrf))  # fmt: skip
+    return {key: round(value, 4) for key, value in zip(REPORT_KEYS, figures, strict=True)}
+
+
+def fit_map(
+    translator: Translator,
+    sources: Sequence[str],
+    references: Sequence[str],
+    hypotheses: Sequence[str],
+) -> ConfidenceMap:
+    """The map for `translator`'s model, fitted on its `hypotheses` of `sources` (a validation
+    split, decoded as the translator decodes by default) scored against `references`; its
+    `fitted` says on how many sentences, with what decoding, and how well the figure ranks
+    them (Spearman's rho, and how far below the mean the least confident tenth scores)."""
+    todo = [i for i, source in enumerate(sources) if source.strip()]
+    if len(todo) < 2:
+        raise ValueError(f"{len(todo)} sentence(s) to fit a confidence map on; it needs 2 or more")
+    picked = [sources[i] for i in todo], [hypotheses[i] for i in todo]
+    figures = translator.log_probs(*picked)
+    if figures is None:
+        raise ValueError(f"a {translator.engine} translator cannot score translations")
+    chrf = sentence_chrf(picked[1], [references[i] for i in todo])
+    found = ConfidenceMap.fit(figures, chrf)
+    fitted = {
+        "sentences": len(todo),
+        "decoding": translator.settings.strategy.describe(),
+        "mean_chrf": round(float(np.mean(chrf)), 2),
+        "spearman": round(spearman(figures, chrf), 4),
+        "low_tenth_gap": round(low_share_gap([found(f) for f in figures], chrf), 2),
+    }
+    return ConfidenceMap(knots=found.knots, low=found.low, fitted=fitted)
+
+
+def save_map(root: Path, found: ConfidenceMap, model_digest: str) -> Path:
+    """Write `found` as the run directory's confidence.json for the model file whose digest is
+    `model_digest`, its digest in the run's manifest (`tfm.rundir.manifest`)."""
+    content = {"format": FORMAT, "version": VERSION, "model_digest": model_digest,
+               "figure": "log_prob", "knots": [list(k) for k in found.knots], "low": found.low,
+               "fitted": found.fitted}  # fmt: skip
+    replace_text(root, CONFIDENCE_FILE, json.dumps(content, indent=1) + "\n")
+    return root / CONFIDENCE_FILE
+
+
+def load_map(root: Path, model_digest: str | None) -> tuple[ConfidenceMap | None, str]:
+    """The run directory's map for the model file whose digest is `model_digest`, or None and
+    why there is none (a sentence naming what to run); a map that is there but cannot be read,
+    or was changed after it was written, is a CheckpointError."""
+    path = root / CONFIDENCE_FILE
+    refit = f"`tfm calibrate --run {root}` fits one"
+    if not path.is_file():
+        return None, f"{root} has no confidence map ({CONFIDENCE_FILE}); {refit}"
+    check_manifest(root, [CONFIDENCE_FILE])
+    content = read_json(path, error=CheckpointError, missing="", what="the confidence map")
+    try:
+        if (content["format"], content["version"]) != (FORMAT, VERSION):
+            raise ValueError(f"not a {FORMAT} version {VERSION} file")
+        knots = tuple((float(x), float(y)) for x, y in content["knots"])
+        found = ConfidenceMap(knots=knots, low=float(content["low"]),
+                              fitted=dict(content["fitted"]))  # fmt: skip
+        digest = str(content["model_digest"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: cannot read the confidence map ({exc}); delete it "
+                              f"and run tfm calibrate --run {root}") from None  # fmt: skip
+    if not knots:
+        raise CheckpointError(f"{path}: the confidence map has no knots; delete it and run "
+                              f"tfm calibrate --run {root}")  # fmt: skip
+    if digest != model_digest:
+        return None, f"{path} was fitted for another model file than the one decoding; {refit}"
+    return found, ""
