@@ -54,6 +54,8 @@ class HeldTranslator:
     seconds: float = 0.0
     failing: BaseException | None = None
     calls: list[list[str]] = field(default_factory=list)
+    confidence_map: object = None
+    unmapped: str = "a translator double has no confidence map"
 
     def best_of(self, texts, sources, settings, numbers):
         assert self.release.wait(60)
@@ -67,6 +69,9 @@ class HeldTranslator:
         found = self.best_of(texts, sources, settings, numbers)
         hypotheses = settings.strategy.hypotheses(n_best)
         return [[(text, -float(k)) for k in range(hypotheses)] for text in found]
+
+    def rated(self, texts, found):
+        return [[(text, score, None) for text, score in scored] for scored in found]
 
 
 class WordTokenizer:

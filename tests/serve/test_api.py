@@ -39,8 +39,15 @@ def test_health_and_info_describe_the_run(server, translator):
 def test_translate_gives_what_the_library_gives(server, translator):
     answer = call(server, "POST", "/translate", {"sentences": SENTENCES})
     assert answer.status == 200
-    assert answer.json() == {"translations": translator.translate(SENTENCES)}
+    [best, *_] = zip(*translator.rated(SENTENCES, translator.nbest(SENTENCES, 1)), strict=True)
+    assert answer.json() == {
+        "translations": translator.translate(SENTENCES),
+        "scores": [pytest.approx(score) for _, score, _ in best],
+        "confidences": [confidence for _, _, confidence in best],
+    }
     assert answer.json()["translations"][2] == ""  # an empty line stays empty
+    confidences = answer.json()["confidences"]  # the run's map, fitted when it trained
+    assert all(0 <= c <= 100 for c in confidences[:2]) and confidences[2] is None
 
 
 def test_n_best_beam_and_length_penalty_are_those_asked_for(server, translator):
@@ -48,11 +55,14 @@ def test_n_best_beam_and_length_penalty_are_those_asked_for(server, translator):
     found = call(server, "POST", "/translate", body).json()
     asked = {"beam_size": 4, "length_penalty": 1.5}
     settings = translator.settings.asking(translator.config.decoding, asked)
-    expected = translator.nbest(SENTENCES[:2], 3, settings=settings)
+    expected = translator.rated(
+        SENTENCES[:2], translator.nbest(SENTENCES[:2], 3, settings=settings)
+    )
     assert found["n_best"] == [
-        [{"translation": text, "score": pytest.approx(score)} for text, score in hypotheses]
+        [{"translation": text, "score": pytest.approx(score), "confidence": confidence}
+         for text, score, confidence in hypotheses]
         for hypotheses in expected
-    ]
+    ]  # fmt: skip
     assert found["translations"] == [hypotheses[0][0] for hypotheses in expected]
     scores = [h["score"] for h in found["n_best"][0]]
     assert scores == sorted(scores, reverse=True)
@@ -186,7 +196,7 @@ def test_the_api_key_is_needed_for_the_model_but_not_for_health_or_the_page(tran
             assert call(base, "GET", "/info", headers=headers).status == 401
         good = {"Authorization": f"Bearer {key}"}
         answer = call(base, "POST", "/translate", {"sentences": ["a dog"]}, headers=good)
-        assert answer.json() == {"translations": translator.translate(["a dog"])}
+        assert answer.json()["translations"] == translator.translate(["a dog"])
         assert call(base, "GET", "/info", headers=good).json()["auth"] is True
         assert call(base, "GET", "/health").status == 200
         assert call(base, "GET", "/").status == 200
@@ -199,7 +209,7 @@ def test_requests_that_arrive_together_are_decoded_as_one_batch(held):
 
         def ask(i: int) -> None:
             body = {"sentences": [f"sentence {i} a", f"sentence {i} b"]}
-            answers[i] = call(base, "POST", "/translate", body).json()
+            answers[i] = call(base, "POST", "/translate", body).json()["translations"]
 
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
         for thread in threads:
@@ -208,7 +218,7 @@ def test_requests_that_arrive_together_are_decoded_as_one_batch(held):
         held.release.set()
         for thread in threads:
             thread.join(30)
-    expected = {i: {"translations": [f"SENTENCE {i} A", f"SENTENCE {i} B"]} for i in range(6)}
+    expected = {i: [f"SENTENCE {i} A", f"SENTENCE {i} B"] for i in range(6)}
     assert answers == expected
     assert len(held.calls) < 6 and sum(len(c) for c in held.calls) == 12
 

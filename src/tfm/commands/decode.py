@@ -158,16 +158,13 @@ def translate_batches_judged(
         log.warning("confidence is null: %s", translator.unmapped)
 
     def judged(lines: Sequence[str], *, first_line: int) -> list[dict]:
-        beams = translator.nbest(lines, n_best or 1, first_line=first_line)
-        sources = [line for line, beam in zip(lines, beams, strict=True) for _ in beam]
-        confidences = iter(translator.confidences(sources, [t for b in beams for t, _ in b]))
+        found = translator.nbest(lines, n_best or 1, first_line=first_line)
         rows = []
-        for line, beam in zip(lines, beams, strict=True):
-            found = [{"translation": text, "score": round(score, 4), "confidence": next(confidences)}
-                     for text, score in beam]  # fmt: skip
-            rows.append(
-                json_safe({"source": line, **found[0]} | ({"n_best": found} if n_best else {}))
-            )
+        for line, rated in zip(lines, translator.rated(lines, found), strict=True):
+            listed = [{"translation": text, "score": round(score, 4), "confidence": confidence}
+                      for text, score, confidence in rated]  # fmt: skip
+            more = {"n_best": listed} if n_best else {}
+            rows.append(json_safe({"source": line, **listed[0], **more}))
         return rows
 
     return _numbered(batches, judged)

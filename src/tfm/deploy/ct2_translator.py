@@ -21,6 +21,10 @@ class ExportTranslator(Translator):
     attention weights to show."""
 
     engine = "ctranslate2"
+    unmapped = (
+        "a CTranslate2 export has no confidence map (it does not score given translations); "
+        "the tfm run it was exported from has one"
+    )
 
     def __init__(self, *, exported: ExportedModel, settings: DecodeSettings) -> None:
         ct2_search(settings.strategy, 1)  # a strategy CTranslate2 cannot do fails now

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tfm.prediction.attention_weights import AttentionView
 
 Scored = list[tuple[str, float]]  # one sentence's translations and scores, best first
+Rated = list[tuple[str, float, float | None]]  # and their confidences (None: see `confidences`)
 Found = Sequence[tuple[list[int], float]]  # one source's hypotheses: ids (no BOS, EOS), score
 
 
@@ -150,6 +151,12 @@ class Translator(ABC):
         if self.confidence_map is None:
             return [None] * len(texts)
         return read_figures(self.confidence_map, self.figures(texts, translations))
+
+    def rated(self, texts: Sequence[str], found: Sequence[Scored]) -> list[Rated]:
+        """Each text's translations (`found`: as `nbest` gives them) with their confidences."""
+        sources = [text for text, scored in zip(texts, found, strict=True) for _ in scored]
+        confidences = iter(self.confidences(sources, [t for scored in found for t, _ in scored]))
+        return [[(t, score, next(confidences)) for t, score in scored] for scored in found]
 
     def nll(self, split: EncodedSplit) -> tuple[float, int] | None:
         """The summed negative log-likelihood of a split's targets and its token count, or None

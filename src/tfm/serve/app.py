@@ -54,6 +54,8 @@ def create_app(
     """The application; its model worker starts and stops with it (its lifespan). `hosts`: the
     Host names it answers to (None: any; `tfm.serve.http_guard`)."""
     limits = limits or ServeLimits()
+    if translator.confidence_map is None:
+        log.info("translations are answered without confidences: %s", translator.unmapped)
     worker = BatchWorker(translator, limits)
     page = load_page()
 
@@ -110,16 +112,18 @@ def create_app(
         options = _options(body, translator)
         work = await prepared(body.sentences, options.beam)
         found = await _answer(worker, limits, work, options) if work.sources else []
-        answer: dict[str, Any] = {}
-        if options.n_best is None:
-            answer["translations"] = work.placed(found, str)
-        else:
-            n_best = work.placed(found, empty_output)
-            answer["translations"] = [hypotheses[0][0] for hypotheses in n_best]
+        rated = work.placed(found, lambda: [(*empty_output()[0], None)])
+        answer: dict[str, Any] = {
+            "translations": [hypotheses[0][0] for hypotheses in rated],
+            "scores": [_finite(hypotheses[0][1]) for hypotheses in rated],
+            "confidences": [hypotheses[0][2] for hypotheses in rated],
+        }
+        if options.n_best is not None:
             answer["n_best"] = [
-                [{"translation": text, "score": _finite(score)} for text, score in hypotheses]
-                for hypotheses in n_best
-            ]
+                [{"translation": text, "score": _finite(score), "confidence": confidence}
+                 for text, score, confidence in hypotheses]
+                for hypotheses in rated
+            ]  # fmt: skip
         if work.truncated:
             answer["truncated"] = work.truncated
         logged("translate", body.sentences, answer["translations"])

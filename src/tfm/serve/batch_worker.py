@@ -75,7 +75,8 @@ class BatchWorker:
 
     def submit(self, job: Job) -> None:
         """Hand `job` to the worker (from the asyncio loop); its `future` gets the result: per
-        source its translation, or its n-best (text, score) list; or `task()`'s result."""
+        source its n-best list (one translation without `n_best`) of (text, score, confidence);
+        or `task()`'s result."""
         if not self.alive:
             raise WorkerStopped(self.failure or "the server is stopping")
         with self.lock:
@@ -170,14 +171,9 @@ class BatchWorker:
         numbers = [i + 1 for part in parts for i in range(part.start, part.stop)]
         options = job.options
         assert options is not None
-        found: list[Any]
-        if options.n_best is None:
-            found = self.translator.best_of(texts, sources, options.settings, numbers)
-        else:
-            beams = self.translator.ranked_beams(
-                texts, sources, options.settings, numbers, options.n_best
-            )
-            found = [beam[: options.n_best] for beam in beams]
+        n_best = options.n_best or 1
+        beams = self.translator.ranked_beams(texts, sources, options.settings, numbers, n_best)
+        found = self.translator.rated(texts, [beam[:n_best] for beam in beams])
         self.batches += 1
         self.sentences += len(texts)
         results, start = [], 0
