@@ -29,8 +29,13 @@ Runs and decoding
     (its `search` decodes token ids); `DecodeSettings` (a strategy and the `OutputLimit`, from a
     config's `decoding`); `evaluate_run`, the scores of `tfm eval`; `teacher_forced_loss`;
     `score_translations` (BLEU, chrF); `export_run` (CTranslate2).
+Confidence
+    `calibrate_run`, what `tfm calibrate` does; `ConfidenceMap` and `fit_map`, the map from a
+    translation's mean token log-probability to its expected sentence chrF; `sentence_chrf`,
+    `spearman` and `low_share_gap`, how well confidences rank sentences.
 """
 
+from tfm.commands.calibrate import calibrate_run
 from tfm.commands.decode import evaluate_run
 from tfm.commands.engines import open_translator
 from tfm.config import Config, load_config
@@ -51,6 +56,13 @@ from tfm.data.tokenizer import (
 )
 from tfm.data.toy.generator import generate as generate_toy_corpus
 from tfm.deploy import export_run
+from tfm.prediction.confidence import (
+    ConfidenceMap,
+    fit_map,
+    low_share_gap,
+    sentence_chrf,
+    spearman,
+)
 from tfm.prediction.likelihood import teacher_forced_loss
 from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeRequest, DecodeSettings, OutputLimit
@@ -132,4 +144,10 @@ __all__ = [
     "train_tokenizer",
     "untrained",
     "wants_byte_fallback",
+    "ConfidenceMap",
+    "calibrate_run",
+    "fit_map",
+    "low_share_gap",
+    "sentence_chrf",
+    "spearman",
 ]

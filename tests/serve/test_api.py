@@ -34,6 +34,15 @@ def test_health_and_info_describe_the_run(server, translator):
     assert info["decoding"] == {"strategy": "greedy", "max_len_a": 1.5, "max_len_b": 5}
     assert info["limits"]["max_sentences"] == 4 and info["attention"] is True
     assert info["auth"] is False
+    found = translator.confidence_map  # fitted when the run trained
+    assert info["confidence"] == {"map": True, "low": found.low, "fitted": found.fitted}
+
+
+def test_info_says_when_answers_have_no_confidences_without_naming_files(held):
+    with served(create_app(held, LIMITS), LIMITS) as base:
+        info = call(base, "GET", "/info").json()
+    why = "the model has no confidence map (tfm calibrate fits one)"
+    assert info["confidence"] == {"map": False, "why": why}
 
 
 def test_translate_gives_what_the_library_gives(server, translator):
