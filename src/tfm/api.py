@@ -35,7 +35,7 @@ Confidence
     `spearman` and `low_share_gap`, how well confidences rank sentences.
 """
 
-from tfm.commands.calibrate import calibrate_run
+from tfm.commands.calibrate import calibrate_run, fit_map
 from tfm.commands.decode import evaluate_run
 from tfm.commands.engines import open_translator
 from tfm.config import Config, load_config
@@ -56,13 +56,7 @@ from tfm.data.tokenizer import (
 )
 from tfm.data.toy.generator import generate as generate_toy_corpus
 from tfm.deploy import export_run
-from tfm.prediction.confidence import (
-    ConfidenceMap,
-    fit_map,
-    low_share_gap,
-    sentence_chrf,
-    spearman,
-)
+from tfm.prediction.confidence import ConfidenceMap, low_share_gap, sentence_chrf, spearman
 from tfm.prediction.likelihood import teacher_forced_loss
 from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeRequest, DecodeSettings, OutputLimit

@@ -22,16 +22,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tfm.errors import CheckpointError
 from tfm.json_file import read_json
 from tfm.rundir.manifest import check_manifest, replace_text
-
-if TYPE_CHECKING:
-    from tfm.prediction.translator import Translator
 
 CONFIDENCE_FILE = "confidence.json"
 FORMAT, VERSION = "tfm-confidence", 1
@@ -167,35 +164,6 @@ def confidence_report(judged: Sequence[Judged]) -> dict[str, float | None]:
     figures = (float(np.mean(confidences)), float(np.mean(chrf)), spearman(confidences, chrf),
                low_share_gap(confidences, chrf))  # fmt: skip
     return {key: round(value, 4) for key, value in zip(REPORT_KEYS, figures, strict=True)}
-
-
-def fit_map(
-    translator: Translator,
-    sources: Sequence[str],
-    references: Sequence[str],
-    hypotheses: Sequence[str],
-) -> ConfidenceMap:
-    """The map for `translator`'s model, fitted on its `hypotheses` of `sources` (a validation
-    split, decoded as the translator decodes by default) scored against `references`; its
-    `fitted` says on how many sentences, with what decoding, and how well the figure ranks
-    them (Spearman's rho, and how far below the mean the least confident tenth scores)."""
-    todo = [i for i, source in enumerate(sources) if source.strip()]
-    if len(todo) < 2:
-        raise ValueError(f"{len(todo)} sentence(s) to fit a confidence map on; it needs 2 or more")
-    picked = [sources[i] for i in todo], [hypotheses[i] for i in todo]
-    figures = translator.log_probs(*picked)
-    if figures is None:
-        raise ValueError(f"a {translator.engine} translator cannot score translations")
-    chrf = sentence_chrf(picked[1], [references[i] for i in todo])
-    found = ConfidenceMap.fit(figures, chrf)
-    fitted = {
-        "sentences": len(todo),
-        "decoding": translator.settings.strategy.describe(),
-        "mean_chrf": round(float(np.mean(chrf)), 2),
-        "spearman": round(spearman(figures, chrf), 4),
-        "low_tenth_gap": round(low_share_gap([found(f) for f in figures], chrf), 2),
-    }
-    return ConfidenceMap(knots=found.knots, low=found.low, fitted=fitted)
 
 
 def save_map(root: Path, found: ConfidenceMap, model_digest: str) -> Path:
