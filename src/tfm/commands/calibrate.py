@@ -13,6 +13,7 @@ once.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from tfm.prediction.settings import DecodeRequest
 from tfm.prediction.torch_translator import TorchTranslator
 from tfm.prediction.translator import Translator
 from tfm.rundir.manifest import file_digest
+from tfm.rundir.metrics import json_safe
 from tfm.rundir.paths import RunPaths, is_export
 from tfm.training.validation import read_validation_output
 
@@ -58,16 +60,13 @@ def calibrate_run(
     sources, references, hypotheses, origin = _validation(translator, paths)
     found = fit_map(translator, sources, references, hypotheses)
     seconds = round(time.perf_counter() - started, 2)
-    found = ConfidenceMap(
-        knots=found.knots,
-        low=found.low,
-        fitted={**found.fitted, "translations": origin, "seconds": seconds},
-    )
+    fitted = {**found.fitted, "translations": origin, "seconds": seconds}
+    found = dataclasses.replace(found, fitted=fitted)
     written = save_map(paths.root, found, file_digest(translator.model_file) or "")
-    log.info("confidence map fitted on %d validation sentences in %.1f s (Spearman %.2f with "
-             "sentence chrF): %s", found.fitted["sentences"], seconds,
-             found.fitted["spearman"], written)  # fmt: skip
-    return {"map": str(written), **found.fitted, "low": found.low}
+    log.info("confidence map fitted on %d validation sentences in %.1f s (Spearman %s with "
+             "sentence chrF): %s", fitted["sentences"], seconds, fitted["spearman"],
+             written)  # fmt: skip
+    return {"map": str(written), **fitted, "low": found.low}
 
 
 def fit_map(
@@ -93,10 +92,10 @@ def fit_map(
         "sentences": len(todo),
         "decoding": translator.settings.strategy.describe(),
         "mean_chrf": round(float(np.mean(chrf)), 2),
-        "spearman": round(spearman(figures, chrf), 4),
+        "spearman": round(spearman(figures, chrf), 4),  # NaN, as None, when chrF is constant
         "low_tenth_gap": round(low_share_gap([found(f) for f in figures], chrf), 2),
     }
-    return ConfidenceMap(knots=found.knots, low=found.low, fitted=fitted)
+    return dataclasses.replace(found, fitted=json_safe(fitted))
 
 
 def _validation(

@@ -7,12 +7,14 @@ without any other model; silnlp fits such a figure to chrF on held-out data. Her
 `log_prob`, the mean log-probability per token (</s> included) of the translation given its
 source, from one teacher-forced pass of the model, whatever search found the translation. The
 map is monotone: isotonic regression (pool adjacent violators) of the validation sentences'
-chrF on the figure, over `BINS` bins of equal count, interpolated linearly between the bins'
-centres and flat beyond the outermost. A higher figure never gives a lower confidence.
+chrF on the figure, over `BINS` bins of equal count, interpolated linearly between the pools'
+centres and continued beyond the outermost by the nearest line, within 0 and 100. A higher
+figure never gives a lower confidence.
 
-Dropout variance, source coverage (cross attention), the entropy of the predictions, lengths and
-the agreement of the beam's hypotheses were measured beside it on Tatoeba pairs and did not beat
-it on validation by enough to pay for their cost (docs/experiments.md).
+Dropout variance, source coverage (cross attention), the entropy of the predictions and the
+agreement of the beam's translations were measured beside it on Tatoeba runs (`bench/
+confidence.py`, docs/experiments.md): none beat it on validation on every run, and agreement, the
+one that did on one, needs the whole beam, which greedy search and given translations lack.
 """
 
 from __future__ import annotations
@@ -156,11 +158,10 @@ def confidence_report(judged: Sequence[Judged]) -> dict[str, float | None]:
     """How well the confidences of translations foretell their sentence chrF, over those that
     have one: the mean confidence beside the mean sentence chrF, Spearman's rho between the
     two, and how far below the mean the least confident tenth scores (`low_share_gap`)."""
-    rated = [j for j in judged if j.confidence is not None]
-    if not rated:
+    confidences = [j.confidence for j in judged if j.confidence is not None]
+    chrf = [j.chrf for j in judged if j.confidence is not None]
+    if not confidences:
         return dict.fromkeys(REPORT_KEYS)
-    confidences = [float(j.confidence) for j in rated if j.confidence is not None]
-    chrf = [j.chrf for j in rated]
     figures = (float(np.mean(confidences)), float(np.mean(chrf)), spearman(confidences, chrf),
                low_share_gap(confidences, chrf))  # fmt: skip
     return {key: round(value, 4) for key, value in zip(REPORT_KEYS, figures, strict=True)}
