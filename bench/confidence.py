@@ -197,7 +197,7 @@ def compare(figures: dict, validation_chrf: list[float], test_chrf: list[float])
 def fitted(x: np.ndarray, chrf: np.ndarray):
     """The figures' least-squares sum, mapped to chrF as the confidence map maps log_prob."""
     weights, *_ = np.linalg.lstsq(with_bias(x), chrf, rcond=None)
-    mapped = ConfidenceMap.fit(list(with_bias(x) @ weights), list(chrf))
+    mapped = ConfidenceMap.fit(list(with_bias(x) @ weights), list(chrf), "beam")
     return lambda new: np.array([mapped(v) for v in with_bias(new) @ weights])
 
 

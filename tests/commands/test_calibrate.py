@@ -119,6 +119,16 @@ def test_a_map_is_not_read_for_another_model_nor_an_ensemble(trained_run):
                   "--ensemble", str(trained_run), SENTENCES[0])  # fmt: skip
     assert json.loads(both.stdout)["confidence"] is None
     assert "an ensemble has no confidence map" in both.stderr
+    # Sampled translations score lower under the model than the searched ones the map was
+    # fitted on, at the same chrF: the map does not read them.
+    sampled = invoke("translate", "--run", str(trained_run), "--json", "--strategy", "sampling",
+                     "--seed", "1", SENTENCES[0])  # fmt: skip
+    assert json.loads(sampled.stdout)["confidence"] is None
+    assert "the confidence map reads the translations of greedy search, not those sampling " \
+        "finds" in sampled.stderr  # fmt: skip
+    beam = invoke("translate", "--run", str(trained_run), "--json", "--beam-size", "3",
+                  SENTENCES[0])  # fmt: skip
+    assert json.loads(beam.stdout)["confidence"] is not None  # greedy's map reads the beam's
 
 
 def test_calibrate_refuses_an_export_in_one_line(trained_run, tmp_path):

@@ -3,6 +3,7 @@ the data fall, continued beyond the ends within 0 to 100), the low mark, and the
 run directory (written under the manifest, refused when changed, and not used for another
 model)."""
 
+import dataclasses
 import json
 import math
 import random
@@ -55,7 +56,7 @@ def noisy_sentences(count: int, seed: int = 0) -> tuple[list[float], list[float]
 
 def test_the_map_is_monotone_near_the_chrf_of_sentences_like_it_and_flags_the_lowest_tenth():
     figures, chrf = noisy_sentences(1000)
-    found = ConfidenceMap.fit(figures, chrf)
+    found = ConfidenceMap.fit(figures, chrf, "beam")
     xs = [k[0] for k in found.knots]
     ys = [k[1] for k in found.knots]
     assert xs == sorted(set(xs)) and ys == sorted(set(ys)) and len(found.knots) > 5
@@ -76,14 +77,21 @@ def test_the_fit_pools_bins_that_fall_and_continues_the_outer_lines_within_0_and
     # Four bins of two sentences: chrF 10, 30, 20, 40 by increasing figure.
     figures = [-4.0, -3.9, -3.0, -2.9, -2.0, -1.9, -1.0, -0.9]
     chrf = [10.0, 10.0, 30.0, 30.0, 20.0, 20.0, 40.0, 40.0]
-    found = ConfidenceMap.fit(figures, chrf)
+    found = ConfidenceMap.fit(figures, chrf, "beam")
     # Bins 2 and 3 fall: pooled at their mean figure and chrF.
     assert found.knots == ((-3.95, 10.0), (-2.45, 25.0), (-0.95, 40.0))
     assert found(-2.45) == 25.0 and found(-1.7) == pytest.approx(32.5)
     assert found(-0.45) == pytest.approx(45.0)  # the last line, continued
     assert found(30.0) == 100.0 and found(-40.0) == 0.0
-    flat = ConfidenceMap.fit([-1.0, -0.5], [40.0, 20.0])  # a figure that says nothing
+    flat = ConfidenceMap.fit([-1.0, -0.5], [40.0, 20.0], "beam")  # a figure that says nothing
     assert flat.knots == ((-0.75, 30.0),) and flat(-5.0) == flat(5.0) == 30.0
+
+
+def test_a_map_of_a_search_reads_greedy_and_beam_translations_and_not_samples():
+    beam, sampled = (dataclasses.replace(ConfidenceMap.fit([-1.0], [40.0], strategy), low=1.0)
+                     for strategy in ("beam", "sampling"))  # fmt: skip
+    assert [beam.reads(s) for s in ("beam", "greedy", "sampling")] == [True, True, False]
+    assert [sampled.reads(s) for s in ("beam", "greedy", "sampling")] == [False, False, True]
 
 
 def test_the_map_file_round_trips_under_the_manifest_and_names_what_to_run(tmp_path):
@@ -94,8 +102,8 @@ def test_the_map_file_round_trips_under_the_manifest_and_names_what_to_run(tmp_p
     assert why == f"{tmp_path} has no confidence map ({CONFIDENCE_FILE}); " \
         f"`tfm calibrate --run {tmp_path}` fits one"  # fmt: skip
     figures, chrf = noisy_sentences(200)
-    fitted = ConfidenceMap.fit(figures, chrf)
-    fitted = ConfidenceMap(knots=fitted.knots, low=fitted.low, fitted={"sentences": 200})
+    fitted = ConfidenceMap.fit(figures, chrf, "beam")
+    fitted = dataclasses.replace(fitted, fitted={"sentences": 200})
     path = save_map(tmp_path, fitted, "digest")
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
     assert CONFIDENCE_FILE in manifest["files"]

@@ -70,7 +70,7 @@ class HeldTranslator:
         hypotheses = settings.strategy.hypotheses(n_best)
         return [[(text, -float(k)) for k in range(hypotheses)] for text in found]
 
-    def rated(self, texts, found):
+    def rated(self, texts, found, settings=None):
         return [[(text, score, None) for text, score in scored] for scored in found]
 
 

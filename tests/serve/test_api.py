@@ -35,7 +35,8 @@ def test_health_and_info_describe_the_run(server, translator):
     assert info["limits"]["max_sentences"] == 4 and info["attention"] is True
     assert info["auth"] is False
     found = translator.confidence_map  # fitted when the run trained
-    assert info["confidence"] == {"map": True, "low": found.low, "fitted": found.fitted}
+    assert info["confidence"] == {"map": True, "low": found.low, "strategy": "greedy",
+                                  "fitted": found.fitted}  # fmt: skip
 
 
 def test_info_says_when_answers_have_no_confidences_without_naming_files(held):

@@ -10,6 +10,7 @@ with TFM_SERVE_SCREENSHOT=FILE the test saves its screenshot there (docs/serve.p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -164,7 +165,9 @@ def test_the_page_shows_the_confidence_and_flags_a_low_one(layered, browser, mon
     [translation] = layered.translate([SENTENCE])
     [figure] = layered.figures([SENTENCE], [translation])
     # A map that expects chrF 40 of this translation, under its low mark of 50.
-    steep = ConfidenceMap(knots=((figure - 1, 0.0), (figure, 40.0), (figure + 1, 80.0)), low=50.0)
+    steep = ConfidenceMap(
+        knots=((figure - 1, 0.0), (figure, 40.0), (figure + 1, 80.0)), low=50.0, strategy="beam"
+    )
     monkeypatch.setattr(layered, "confidence_map", steep)
     wait = WebDriverWait(browser, WAIT_S)
     with served(create_app(layered)) as base:
@@ -178,10 +181,8 @@ def test_the_page_shows_the_confidence_and_flags_a_low_one(layered, browser, mon
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#n-best-list .score")) == 2)
         [first, _] = browser.find_elements(By.CSS_SELECTOR, "#n-best-list .score")
         assert first.get_attribute("textContent").endswith(" · confidence 40")
-        steep = ConfidenceMap(
-            knots=((figure - 1, 0.0), (figure, 40.0), (figure + 1, 80.0)), low=30.0
-        )
-        monkeypatch.setattr(layered, "confidence_map", steep)  # the same figure, now not low
+        lower = dataclasses.replace(steep, low=30.0)
+        monkeypatch.setattr(layered, "confidence_map", lower)  # the same figure, now not low
         browser.get(base + "/")
         wait.until(lambda d: "→" in text_of(d, "model-info"))
         enter(browser, SENTENCE)

@@ -87,7 +87,7 @@ def fit_map(
     if figures is None:
         raise ValueError(f"a {translator.engine} translator cannot score translations")
     chrf = sentence_chrf(picked[1], [references[i] for i in todo])
-    found = ConfidenceMap.fit(figures, chrf)
+    found = ConfidenceMap.fit(figures, chrf, translator.settings.strategy.name)
     fitted = {
         "sentences": len(todo),
         "decoding": translator.settings.strategy.describe(),

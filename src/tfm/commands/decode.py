@@ -74,7 +74,7 @@ def evaluate_run(
     found = translator.describe()
     header = {"run": found.pop("run", None), "split": name, **found}
     strategy = translator.settings.strategy.describe()  # its name and settings
-    report = confidence_report(judged) if translator.confidence_map is not None else None
+    report = confidence_report(judged) if translator.reading_map() is not None else None
     scores = {**scores, **(report or dict.fromkeys(REPORT_KEYS))}
     return json_safe({**header, **strategy, **scores}), hypotheses  # NaN/inf scores as None
 
@@ -88,14 +88,16 @@ def judge_lines(
     every: bool = False,
 ) -> list[Judged]:
     """Each hypothesis's confidence, figure and sentence chrF, `EVAL_LINES` lines at a time;
-    none (an empty list) where the translator has no confidence map, unless `every`."""
-    if translator.confidence_map is None and not every:
+    none (an empty list) where the translator has no confidence map that reads them, unless
+    `every`."""
+    found = translator.reading_map()
+    if found is None and not every:
         return []
     judged: list[Judged] = []
     for lines in line_chunks(len(sources), input_lines.EVAL_LINES):
         texts, translations = sources[lines], hypotheses[lines]
         figures = translator.figures(texts, translations)
-        confidences = read_figures(translator.confidence_map, figures)
+        confidences = read_figures(found, figures)
         chrf = sentence_chrf(translations, references[lines])
         judged += map(Judged, confidences, figures, chrf)
     return judged
@@ -154,8 +156,8 @@ def translate_batches_judged(
     translation, the strategy's score and the confidence (None without a map: a warning says
     why, once); with `n_best`, also its list of that many translations, each with its score
     and confidence."""
-    if translator.confidence_map is None:
-        log.warning("confidence is null: %s", translator.unmapped)
+    if (why := translator.no_confidence()) is not None:
+        log.warning("confidence is null: %s", why)
 
     def judged(lines: Sequence[str], *, first_line: int) -> list[dict]:
         found = translator.nbest(lines, n_best or 1, first_line=first_line)

@@ -35,6 +35,9 @@ from tfm.rundir.manifest import check_manifest, replace_text
 CONFIDENCE_FILE = "confidence.json"
 FORMAT, VERSION = "tfm-confidence", 1
 BINS = 20  # the map's bins of validation sentences (50 each for a split of 1,000)
+# The strategies that look for the most likely translation: the figures of their translations
+# mean the same (a map fitted on one reads the other's), unlike those of a sampled translation.
+SEARCHES = ("greedy", "beam")
 LOW_SHARE = 0.1  # a confidence among the validation's lowest tenth is flagged as low
 
 
@@ -79,11 +82,18 @@ class ConfidenceMap:
     """A monotone map from `log_prob` to the expected sentence chrF: `knots`, (figure, chrF)
     pairs in strictly increasing order of both, joined by straight lines and continued beyond
     the outermost by the nearest line, within 0 to 100; `low`, the confidence below which a
-    translation is among the validation's least confident tenth."""
+    translation is among the validation's least confident tenth; `strategy`, the decoding
+    strategy whose translations it was fitted on."""
 
     knots: tuple[tuple[float, float], ...]
     low: float
+    strategy: str
     fitted: dict[str, Any] = field(default_factory=dict, compare=False)  # how, for reports
+
+    def reads(self, strategy: str) -> bool:
+        """Whether the map reads the figures of translations that `strategy` found: those of
+        its own strategy, and of greedy and beam search alike (`SEARCHES`)."""
+        return strategy == self.strategy or {strategy, self.strategy} <= set(SEARCHES)
 
     def __call__(self, log_prob: float) -> float:
         """The expected chrF of a translation whose mean log-probability is `log_prob`, to two
@@ -100,17 +110,19 @@ class ConfidenceMap:
         return round(min(max(value, 0.0), 100.0), 2)
 
     @classmethod
-    def fit(cls, log_probs: Sequence[float], chrf: Sequence[float]) -> ConfidenceMap:
-        """The map fitted to sentences' figures and chrF scores (see the module docstring)."""
+    def fit(cls, log_probs: Sequence[float], chrf: Sequence[float], strategy: str) -> ConfidenceMap:
+        """The map fitted to the figures and chrF scores of sentences that `strategy` translated
+        (see the module docstring)."""
         if len(log_probs) != len(chrf) or not log_probs:
             raise ValueError(f"{len(log_probs)} figures against {len(chrf)} scores")
         order = np.argsort(np.asarray(log_probs, float), kind="stable")
         x, y = np.asarray(log_probs, float)[order], np.asarray(chrf, float)[order]
         bins = np.array_split(np.arange(len(x)), min(BINS, len(x)))
         knots = _isotonic([(float(x[b].sum()), float(y[b].sum()), len(b)) for b in bins])
-        fitted = cls(knots=knots, low=0.0)
+        fitted = cls(knots=knots, low=0.0, strategy=strategy)
         confidences = sorted(fitted(v) for v in log_probs)
-        return cls(knots=knots, low=confidences[int(len(confidences) * LOW_SHARE)])
+        low = confidences[int(len(confidences) * LOW_SHARE)]
+        return cls(knots=knots, low=low, strategy=strategy)
 
 
 def _isotonic(bins: list[tuple[float, float, int]]) -> tuple[tuple[float, float], ...]:
@@ -171,7 +183,8 @@ def save_map(root: Path, found: ConfidenceMap, model_digest: str) -> Path:
     """Write `found` as the run directory's confidence.json for the model file whose digest is
     `model_digest`, its digest in the run's manifest (`tfm.rundir.manifest`)."""
     content = {"format": FORMAT, "version": VERSION, "model_digest": model_digest,
-               "figure": "log_prob", "knots": [list(k) for k in found.knots], "low": found.low,
+               "figure": "log_prob", "strategy": found.strategy,
+               "knots": [list(k) for k in found.knots], "low": found.low,
                "fitted": found.fitted}  # fmt: skip
     replace_text(root, CONFIDENCE_FILE, json.dumps(content, indent=1) + "\n")
     return root / CONFIDENCE_FILE
@@ -192,6 +205,7 @@ def load_map(root: Path, model_digest: str | None) -> tuple[ConfidenceMap | None
             raise ValueError(f"not a {FORMAT} version {VERSION} file")
         knots = tuple((float(x), float(y)) for x, y in content["knots"])
         found = ConfidenceMap(knots=knots, low=float(content["low"]),
+                              strategy=str(content["strategy"]),
                               fitted=dict(content["fitted"]))  # fmt: skip
         digest = str(content["model_digest"])
     except (KeyError, TypeError, ValueError) as exc:

@@ -144,18 +144,45 @@ class Translator(ABC):
         found = todo and self.log_probs([texts[i] for i in todo], [translations[i] for i in todo])
         return placed(len(texts), todo, found or [None] * len(todo), lambda: None)
 
-    def confidences(self, texts: Sequence[str], translations: Sequence[str]) -> list[float | None]:
-        """The confidence of each text's translation: the sentence chrF expected of it
-        (`tfm.prediction.confidence`); None for a blank text, and for every text when there is
-        no map (`unmapped` says why)."""
-        if self.confidence_map is None:
+    def confidences(
+        self,
+        texts: Sequence[str],
+        translations: Sequence[str],
+        settings: DecodeSettings | None = None,
+    ) -> list[float | None]:
+        """The confidence of each text's translation, found with `settings` (default: the
+        translator's): the sentence chrF expected of it (`tfm.prediction.confidence`); None for
+        a blank text, and for every text where `no_confidence` says why."""
+        found = self.reading_map(settings)
+        if found is None:
             return [None] * len(texts)
-        return read_figures(self.confidence_map, self.figures(texts, translations))
+        return read_figures(found, self.figures(texts, translations))
 
-    def rated(self, texts: Sequence[str], found: Sequence[Scored]) -> list[Rated]:
-        """Each text's translations (`found`: as `nbest` gives them) with their confidences."""
+    def reading_map(self, settings: DecodeSettings | None = None) -> ConfidenceMap | None:
+        """The confidence map, where it reads translations found with `settings` (default: the
+        translator's); else None (`no_confidence` says why)."""
+        found, strategy = self.confidence_map, (settings or self.settings).strategy.name
+        return found if found is not None and found.reads(strategy) else None
+
+    def no_confidence(self, settings: DecodeSettings | None = None) -> str | None:
+        """Why translations found with `settings` (default: the translator's) have no
+        confidence; None when they have one."""
+        if self.confidence_map is None:
+            return self.unmapped
+        strategy = (settings or self.settings).strategy.name
+        if not self.confidence_map.reads(strategy):
+            return (f"the confidence map reads the translations of {self.confidence_map.strategy} "
+                    f"search, not those {strategy} finds")  # fmt: skip
+        return None
+
+    def rated(
+        self, texts: Sequence[str], found: Sequence[Scored], settings: DecodeSettings | None = None
+    ) -> list[Rated]:
+        """Each text's translations (`found`: as `nbest` gives them, with `settings`) with their
+        confidences."""
         sources = [text for text, scored in zip(texts, found, strict=True) for _ in scored]
-        confidences = iter(self.confidences(sources, [t for scored in found for t, _ in scored]))
+        translations = [text for scored in found for text, _ in scored]
+        confidences = iter(self.confidences(sources, translations, settings))
         return [[(t, score, next(confidences)) for t, score in scored] for scored in found]
 
     def nll(self, split: EncodedSplit) -> tuple[float, int] | None:

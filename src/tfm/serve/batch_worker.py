@@ -173,7 +173,7 @@ class BatchWorker:
         assert options is not None
         n_best = options.n_best or 1
         beams = self.translator.ranked_beams(texts, sources, options.settings, numbers, n_best)
-        found = self.translator.rated(texts, [beam[:n_best] for beam in beams])
+        found = self.translator.rated(texts, [beam[:n_best] for beam in beams], options.settings)
         self.batches += 1
         self.sentences += len(texts)
         results, start = [], 0

@@ -45,8 +45,9 @@ def server_info(translator: Translator, limits: ServeLimits, *, auth: bool) -> d
 
 
 def confidence_info(translator: Translator) -> dict:
-    """Whether answers carry confidences, and the low mark a page flags below; or why not."""
+    """Whether answers carry confidences, the low mark a page flags below and the strategy
+    whose translations the map reads (greedy and beam search read alike); or why not."""
     found = translator.confidence_map
     if found is None:  # the reason, which names the server's files, is in its log
         return {"map": False, "why": "the model has no confidence map (tfm calibrate fits one)"}
-    return {"map": True, "low": found.low, "fitted": found.fitted}
+    return {"map": True, "low": found.low, "strategy": found.strategy, "fitted": found.fitted}
