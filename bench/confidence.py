@@ -21,8 +21,8 @@ chrF; each set is scored on validation by 5-fold cross-validation (what chooses)
 
 Costs: the fit from kept hypotheses (what `tfm train` pays at its end: one teacher-forced pass
 and the sentence chrF scores) against decoding the validation split (what an averaged run pays
-more), and the confidences of the test split against its translation (what `--json` and the
-server add to a request).
+more), and the confidences of the test split against its translation as planned and by greedy
+search (what `--json` and the server add to a request).
 """
 
 from __future__ import annotations
@@ -110,6 +110,10 @@ def measure(run: Path, copy: Path, *, passes: int) -> dict:
     started = time.perf_counter()
     confidences = translator.confidences(test["sources"], test["best"])
     judged_s = time.perf_counter() - started
+    greedy = translator.settings.asking(translator.config.decoding, {"strategy": "greedy"})
+    started = time.perf_counter()
+    translator.translate(test["sources"], settings=greedy)
+    greedy_s = time.perf_counter() - started
     chrf = test["chrf"]
     figures = {split: figures_of(translator, found[split], passes) for split in found}
     data = translator.config.data
@@ -120,6 +124,7 @@ def measure(run: Path, copy: Path, *, passes: int) -> dict:
         "mean_confidence": float(np.mean(confidences)),
         "fit_s": fitted["seconds"], "kept_s": kept_s,
         "decode_s": found["validation"]["seconds"], "judge_ratio": judged_s / test["seconds"],
+        "judge_greedy_ratio": judged_s / greedy_s,
         "sets": compare(figures, found["validation"]["chrf"], chrf),
     }  # fmt: skip
 
@@ -223,7 +228,8 @@ def report(row: dict) -> str:
         f"{row['gap']:.1f} chrF below the mean",
         f"  cost: map fitted from kept hypotheses in {row['kept_s']:.1f} s, decoding the "
         f"validation split {row['decode_s']:.1f} s (tfm calibrate {row['fit_s']:.1f} s); "
-        f"confidences / translation time {row['judge_ratio']:.2f}x",
+        f"confidences / translation time {row['judge_ratio']:.2f}x (/ greedy search's "
+        f"{row['judge_greedy_ratio']:.2f}x)",
         "  | figures | validation rho (5-fold) | test rho | test low tenth gap |",
         "  |---|---|---|---|",
     ]
