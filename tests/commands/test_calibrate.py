@@ -131,12 +131,26 @@ def test_a_map_is_not_read_for_another_model_nor_an_ensemble(trained_run):
     assert json.loads(beam.stdout)["confidence"] is not None  # greedy's map reads the beam's
 
 
-def test_calibrate_refuses_an_export_in_one_line(trained_run, tmp_path):
+def test_an_export_reads_the_map_of_the_model_it_holds(trained_run, translator, tmp_path):
     pytest.importorskip("ctranslate2")
     from tfm.deploy import export_run
 
-    export_run(trained_run, tmp_path / "export")
-    result = invoke("calibrate", "--run", str(tmp_path / "export"))
+    texts = [t for t in SENTENCES if t]
+    expected = translator.confidences(texts, translator.translate(texts))
+    for quantization, within in (("none", 0.01), ("int8", 5.0)):  # int8 moves figures a little
+        folder = tmp_path / quantization
+        export_run(trained_run, folder, quantization=quantization)
+        exported = open_translator(DecodeRequest(run=folder, threads=1))
+        found = exported.confidences(texts, exported.translate(texts))
+        assert found == pytest.approx(expected, abs=within), quantization
+    result = invoke("calibrate", "--run", str(tmp_path / "none"))
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith("tfm: error: ") and len(result.stderr.splitlines()) == 1
-    assert "a CTranslate2 export cannot score translations" in result.stderr
+    assert "calibrate that tfm run, then export it again" in result.stderr
+
+    averaged = tmp_path / "averaged"  # no map: its export has none either, and says why
+    invoke("average", "--run", str(trained_run), "--last", "2", "--out", str(averaged))
+    export_run(averaged, tmp_path / "unmapped")
+    unmapped = invoke("translate", "--run", str(tmp_path / "unmapped"), "--json", texts[0])
+    assert json.loads(unmapped.stdout)["confidence"] is None
+    assert "has no confidence map: its run had none for the model exported" in unmapped.stderr

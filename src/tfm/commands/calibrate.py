@@ -50,8 +50,9 @@ def calibrate_run(
     chrF, Spearman's rho between the figure and sentence chrF, how far below the mean the least
     confident tenth scores, the low mark, where the translations came from and the seconds."""
     if run is not None and is_export(run):
-        raise UsageError(f"--run {run}: a CTranslate2 export cannot score translations; "
-                         "calibrate the tfm run it was exported from")  # fmt: skip
+        raise UsageError(f"--run {run}: a CTranslate2 export reads the confidence map of the "
+                         "model it was exported from: calibrate that tfm run, then export it "
+                         "again")  # fmt: skip
     started = time.perf_counter()
     translator = open_translator(DecodeRequest(run=run, device=device, threads=threads))
     assert isinstance(translator, TorchTranslator)

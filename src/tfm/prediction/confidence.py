@@ -199,6 +199,16 @@ def load_map(root: Path, model_digest: str | None) -> tuple[ConfidenceMap | None
     if not path.is_file():
         return None, f"{root} has no confidence map ({CONFIDENCE_FILE}); {refit}"
     check_manifest(root, [CONFIDENCE_FILE])
+    found, digest = read_map(path)
+    if digest != model_digest:
+        return None, f"{path} was fitted for another model file than the one decoding; {refit}"
+    return found, ""
+
+
+def read_map(path: Path) -> tuple[ConfidenceMap, str]:
+    """The map in the file `path` and the digest of the model file it was fitted for; a
+    CheckpointError, saying what to run, when it cannot be read."""
+    root = path.parent
     content = read_json(path, error=CheckpointError, missing="", what="the confidence map")
     try:
         if (content["format"], content["version"]) != (FORMAT, VERSION):
@@ -214,6 +224,4 @@ def load_map(root: Path, model_digest: str | None) -> tuple[ConfidenceMap | None
     if not knots:
         raise CheckpointError(f"{path}: the confidence map has no knots; delete it and run "
                               f"tfm calibrate --run {root}")  # fmt: skip
-    if digest != model_digest:
-        return None, f"{path} was fitted for another model file than the one decoding; {refit}"
-    return found, ""
+    return found, digest
