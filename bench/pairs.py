@@ -5,6 +5,8 @@
     PYTHONPATH=src python bench/pairs.py --pairs en-fr --seeds 3   # the seed spread
     PYTHONPATH=src python bench/pairs.py --pairs en-fr --sweep train.lr=0.5x,2x
     PYTHONPATH=src python bench/pairs.py --pairs en-fr --load start  # a machine that slows down
+    PYTHONPATH=src python bench/pairs.py --variants derived mono --minutes 60   # back-translation
+    PYTHONPATH=src python bench/pairs.py --pairs en-fr --into-english --variants derived mono
     PYTHONPATH=src python bench/pairs.py --quick                   # a tiny toy pair (tests)
 
 Every run starts from a data-only config (run_dir and data: the recipe plans the rest) with
@@ -16,6 +18,9 @@ adds keys to the data-only config:
 - derived: nothing; the recipe from the data;
 - example: the settings of a fixed hand-written recipe (the 7.6M model, a 8,000 BPE vocabulary,
   4,096-token batches, peak rate 1e-3 after 800 steps, §5.3's decay) for a corpus of ~30k pairs;
+- mono: the data-only config with the target language's monolingual text of `--mono DIR`
+  (`DIR/{lang}.txt`, default the shared `tatoeba-mono`) as `data.monolingual`: back-translation
+  inside the same budget; the last column says what its phases did;
 - the recipe with one choice changed: small-batch and large-batch (512- and 2,048-token
   batches), narrow and wide (a d_model 96 shape of 2 + 2 layers, and the 7.6M model's d_model
   256 shape of 3 + 3), low-rate and high-rate (peak 7e-4 and 2.8e-3, half and twice what the
@@ -31,13 +36,17 @@ and stops it then, so that the machine speeds up. A plan from the time budget re
 as it trains: `used` (the share of the budget the run took) and `lr end` (its last learning
 rate over its peak; the decay's floor is 0.3) say whether it ended its decay at the budget.
 
+`--into-english` trains each pair the other way round (X→en).
+
 `--parallel N` trains N runs at a time (each on `--threads`); runs of one pair go together, so
 that the variants of a pair share the machine's load. The table: pair, variant, seed, model and
 batch of the plan, the steps planned at the start and trained, the budget used, the last rate
 over the peak, test BLEU (sacreBLEU's tokenizer for the language) and chrF, the <unk> rate of
 the test split under the run's tokenizer, the minutes `tfm train` took (planning and data
-preparation included) and the machine's load average meanwhile. `--json FILE` keeps the rows
-(written after each run, so a long run cut short keeps what it measured).
+preparation included), the machine's load average meanwhile, and for a run with monolingual
+text its phases (the reverse run's steps, the synthetic pairs, the real pairs' repeat).
+`--json FILE` keeps the rows (written after each run, so a long run cut short keeps what it
+measured).
 """
 
 from __future__ import annotations
@@ -59,10 +68,12 @@ from tfm.api import UNK_ID, Tokenizer, generate_toy_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "tatoeba"
+MONO = ROOT.parent / "shared" / "data" / "tatoeba-mono"
 PAIRS = ("en-fr", "en-it", "en-tr", "en-uk", "en-he", "en-ja")
 
 VARIANTS: dict[str, dict] = {
     "derived": {},
+    "mono": {},  # data.monolingual, from --mono (config_for)
     "example": {
         "tokenizer": {"vocab_size": 8000},
         "model": {"d_model": 256, "n_heads": 8, "n_encoder_layers": 3, "n_decoder_layers": 3,
@@ -141,7 +152,7 @@ def _text(path: Path) -> str:
 
 def config_for(job: dict, args: argparse.Namespace, folder: Path) -> Path:
     """The run's config file: data-only, the budget, the seed, and the variant's keys."""
-    src, tgt = job["pair"].split("-")
+    src, tgt = direction(job["pair"], args)
     base = str(Path(args.data) / job["pair"])
     config: dict = {
         "run_dir": str(folder / job["name"]),
@@ -154,12 +165,20 @@ def config_for(job: dict, args: argparse.Namespace, folder: Path) -> Path:
     }
     for section, keys in job["keys"].items():
         config.setdefault(section, {}).update(keys)
+    if job.get("variant") == "mono":
+        config["data"]["monolingual"] = [{"path": str(Path(args.mono) / f"{tgt}.txt"), "lang": tgt}]
     path = folder / f"{job['name']}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
 
 
 SPLITS = ("train", "validation", "test")
+
+
+def direction(pair: str, args: argparse.Namespace) -> tuple[str, str]:
+    """The source and target language of a run on `pair` (en-X, or X→en with --into-english)."""
+    src, tgt = pair.split("-")
+    return (tgt, src) if args.into_english else (src, tgt)
 
 
 def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
@@ -188,7 +207,7 @@ def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
     m, t = planned["model"], planned["train"]
     text = _text(log)
     used = re.findall(r"done: .*?([\d.]+) of [\d.]+ minutes \((\d+)%\)", text)
-    at_start = PLANNED.search(text)
+    at_start = ([None, *PLANNED.finditer(text)])[-1]  # the pair's run: the last planned
     return {
         "pair": job["pair"],
         "variant": job["variant"],
@@ -203,10 +222,25 @@ def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
         "lr_end": round([e for e in events if "lr" in e][-1]["lr"] / t["lr"], 3),
         "bleu": scores["bleu"],
         "chrf": scores["chrf"],
-        "unk_rate": unk_rate(run_dir, Path(args.data) / job["pair"] / "test", job["pair"]),
+        "unk_rate": unk_rate(run_dir, Path(args.data) / job["pair"] / "test", job["pair"], args),
         "minutes": round(minutes, 1),
         "load": round(load, 1),
+        "phases": phases(run_dir),
     }
+
+
+def phases(run_dir: Path) -> str | None:
+    """What the phases of a run with monolingual text did, from its backtranslation.json."""
+    path = run_dir / "backtranslation.json"
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text(encoding="utf-8"))
+    plan = state["plan"]
+    if plan["skipped"]:
+        return "left out"
+    made = state["generation"]
+    return (f"reverse {state['reverse']['steps']:,} steps, {made['lines']:,} synthetic in "
+            f"{made['seconds']:.0f} s, real ×{plan['repeat']}")  # fmt: skip
 
 
 def _tried(job: dict, args: argparse.Namespace, folder: Path) -> dict | None:
@@ -240,11 +274,11 @@ def sweep_variants(pair: str, args: argparse.Namespace, folder: Path) -> list[tu
     return variants
 
 
-def unk_rate(run_dir: Path, prefix: Path, pair: str) -> float:
+def unk_rate(run_dir: Path, prefix: Path, pair: str, args: argparse.Namespace) -> float:
     """The share of `<unk>` among the test split's subword tokens, both sides, under the run's
     tokenizer."""
     tokenizer = Tokenizer.load(run_dir)
-    src, tgt = pair.split("-")
+    src, tgt = direction(pair, args)
     ids = tokenizer.encode_src(_lines(prefix, src)) + tokenizer.encode_tgt(_lines(prefix, tgt))
     tokens = sum(len(row) for row in ids)
     return sum(row.count(UNK_ID) for row in ids) / max(tokens, 1)
@@ -258,6 +292,11 @@ def toy_pairs(folder: Path) -> Path:
     """Two tiny English–German pairs of the built-in toy corpus as text files (for --quick),
     under the language codes de and nl so that each is a pair of its own."""
     corpus = generate_toy_corpus(n_train=400, n_validation=20, n_test=20, seed=1)
+    mono = folder / "mono"  # text in each language: the toy's other sentences
+    mono.mkdir(parents=True, exist_ok=True)
+    other = generate_toy_corpus(n_train=200, n_validation=1, n_test=1, seed=2)["train"]
+    for lang, side in (("de", 1), ("nl", 1), ("en", 0)):
+        (mono / f"{lang}.txt").write_text("".join(p[side] + "\n" for p in other), encoding="utf-8")
     for tgt in ("de", "nl"):
         for split, pairs in corpus.items():
             base = folder / f"en-{tgt}" / split
@@ -270,12 +309,13 @@ def toy_pairs(folder: Path) -> Path:
 def table(rows: list[dict]) -> str:
     head = (
         "| pair | variant | seed | plan | planned | steps | used | lr end | BLEU | chrF | <unk> "
-        "| minutes | load |\n|" + "---|" * 13
+        "| minutes | load | phases |\n|" + "---|" * 14
     )
     body = [
         f"| {r['pair']} | {r['variant']} | {r['seed']} | {r['plan']} | {r['planned'] or '–'} | "
         f"{r['steps']} | {_share(r['used'])} | {r['lr_end']:.2f} | {r['bleu']:.1f} | "
-        f"{r['chrf']:.1f} | {r['unk_rate']:.4f} | {r['minutes']:.1f} | {r['load']:.1f} |"
+        f"{r['chrf']:.1f} | {r['unk_rate']:.4f} | {r['minutes']:.1f} | {r['load']:.1f} | "
+        f"{r['phases'] or '–'} |"
         for r in rows
     ]
     return "\n".join([head, *body])
@@ -306,6 +346,8 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", default=os.environ.get("TFM_TATOEBA", str(DATA)))
+    parser.add_argument("--mono", default=str(MONO), help="folder of LANG.txt (variant mono)")
+    parser.add_argument("--into-english", action="store_true", help="train X→en")
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
     parser.add_argument("--variants", nargs="*", default=["derived"], choices=list(VARIANTS))
     parser.add_argument("--sweep", default=None, help="KEY=V1,V2,…: a variant per value")
@@ -324,6 +366,7 @@ def main(argv: list[str] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.data, args.pairs, args.minutes = str(toy_pairs(folder / "data")), ["en-de"], 0.05
+        args.mono = str(folder / "data" / "mono")
     rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         for row in pool.map(lambda job: _tried(job, args, folder), jobs_for(args, folder)):

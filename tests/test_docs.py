@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from tfm.cli import app
 from tfm.config import Config
+from tfm.config.loading import section_model
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = typer.main.get_command(app)
@@ -193,8 +194,9 @@ def key_exists(parts: list[str], model: type[BaseModel] = Config) -> bool:
         if field is None:
             continue
         annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            if not rest or key_exists(rest, annotation):
+        section = section_model(annotation)  # one, or one of a list (data.train)
+        if section is not None:
+            if not rest or key_exists(rest, section):
                 return True
         elif not rest or get_origin(annotation) is dict:
             return True

@@ -100,6 +100,7 @@ LAYERS = [
             "tfm",
             "tfm.errors",
             "tfm.limits",
+            "tfm.decoding_options",
             "tfm.threads",
             "tfm.device",
             "tfm.atomic",

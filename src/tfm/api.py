@@ -28,7 +28,11 @@ Runs and decoding
     Translator of `tfm translate` and `tfm eval`; `TorchTranslator`, a model in memory as one
     (its `search` decodes token ids); `DecodeSettings` (a strategy and the `OutputLimit`, from a
     config's `decoding`); `evaluate_run`, the scores of `tfm eval`; `teacher_forced_loss`;
-    `score_translations` (BLEU, chrF); `export_run` (CTranslate2).
+    `score_translations` (BLEU, chrF); `export_run` (CTranslate2); `translation_input` and
+    `translate_batches`, how `tfm translate` reads and decodes its lines.
+Back-translation
+    `prepared_monolingual(config)`, a run's monolingual text as the data cache keeps it;
+    `generate_synthetic`, its chosen lines translated into a synthetic corpus.
 Confidence
     `calibrate_run`, what `tfm calibrate` does; `ConfidenceMap` and `fit_map`, the map from a
     translation's mean token log-probability to its expected sentence chrF; `sentence_chrf`,
@@ -36,11 +40,14 @@ Confidence
 """
 
 from tfm.commands.calibrate import calibrate_run, fit_map
-from tfm.commands.decode import evaluate_run
+from tfm.commands.decode import evaluate_run, translate_batches
 from tfm.commands.engines import open_translator
+from tfm.commands.input import translation_input
+from tfm.commands.synthetic_corpus import generate as generate_synthetic
 from tfm.config import Config, load_config
 from tfm.data import batching
 from tfm.data.batching import Batch, EpochData, inference_batches, pad, padding_share, static_shape
+from tfm.data.monolingual import prepared_monolingual
 from tfm.data.pipeline import encode_split, load_texts
 from tfm.data.tokenizer import (
     BOS_ID,
@@ -116,6 +123,7 @@ __all__ = [
     "encode_split",
     "evaluate_run",
     "export_run",
+    "generate_synthetic",
     "generate_toy_corpus",
     "greedy_decode",
     "inference_batches",
@@ -127,6 +135,7 @@ __all__ = [
     "open_translator",
     "optimizer_step",
     "pad",
+    "prepared_monolingual",
     "padding_share",
     "parameter_count",
     "projected_loss_sum",
@@ -136,6 +145,8 @@ __all__ = [
     "teacher_forced_loss",
     "train",
     "train_tokenizer",
+    "translate_batches",
+    "translation_input",
     "untrained",
     "wants_byte_fallback",
     "ConfidenceMap",

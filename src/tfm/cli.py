@@ -24,24 +24,18 @@ from typer.core import TyperGroup
 
 from tfm import __version__
 from tfm.cli_options import (
-    BeamOption,
     CheckpointOption,
     ConfigOption,
     DeviceOption,
     EnsembleOption,
     JsonOption,
-    LengthPenaltyOption,
     OutOption,
     RerankWeightOption,
     RerankWithOption,
     RunOption,
-    SeedOption,
     SetOption,
-    StrategyOption,
-    TemperatureOption,
     ThreadsOption,
-    TopKOption,
-    TopPOption,
+    decoding_options,
 )
 from tfm.errors import TfmError
 from tfm.limits import MAX_BEAM_SIZE
@@ -167,11 +161,11 @@ def _command(body: Callable[..., int | None]) -> Callable[..., None]:
 
 
 def _option_group(
-    keyword: str, options: dict[str, Any], defaults: dict[str, object] | None = None
+    keyword: str | None, options: dict[str, Any], defaults: dict[str, object] | None = None
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """A decorator: the command `body`'s own options followed by `options`, which `body`
     receives as one dict (keyword `keyword`), each at its value in `defaults` (None unless
-    given)."""
+    given); with no `keyword`, `body` reads them from its context's `params`."""
 
     def decorate(body: Callable[..., None]) -> Callable[..., None]:
         own = [p for p in inspect.signature(body).parameters.values() if p.name != keyword]
@@ -184,7 +178,7 @@ def _option_group(
         @functools.wraps(body)
         def run(**given) -> None:
             grouped = {name: given.pop(name) for name in options}
-            return body(**given, **{keyword: grouped})
+            return body(**given, **({} if keyword is None else {keyword: grouped}))
 
         hints = typing.get_type_hints(body, include_extras=True)
         run.__annotations__ = {**{p.name: hints[p.name] for p in own}, **options}
@@ -278,6 +272,7 @@ def train(
 
 @app.command("eval")
 @_command
+@_option_group(None, decoding_options())
 def evaluate(
     ctx: typer.Context,
     split: Annotated[str, typer.Option(help="train, validation or test.")] = "test",
@@ -295,13 +290,6 @@ def evaluate(
     run: RunOption = None,
     checkpoint: CheckpointOption = None,
     device: DeviceOption = None,
-    strategy: StrategyOption = None,
-    beam_size: BeamOption = None,
-    length_penalty: LengthPenaltyOption = None,
-    temperature: TemperatureOption = None,
-    top_k: TopKOption = None,
-    top_p: TopPOption = None,
-    seed: SeedOption = None,
     ensemble: EnsembleOption = None,
     rerank_with: RerankWithOption = None,
     rerank_weight: RerankWeightOption = None,
@@ -327,6 +315,7 @@ def evaluate(
 
 @app.command()
 @_command
+@_option_group(None, decoding_options())
 def translate(
     ctx: typer.Context,
     sentences: Annotated[list[str] | None, typer.Argument(help="Sentences to translate.")] = None,
@@ -358,13 +347,6 @@ def translate(
     run: RunOption = None,
     checkpoint: CheckpointOption = None,
     device: DeviceOption = None,
-    strategy: StrategyOption = None,
-    beam_size: BeamOption = None,
-    length_penalty: LengthPenaltyOption = None,
-    temperature: TemperatureOption = None,
-    top_k: TopKOption = None,
-    top_p: TopPOption = None,
-    seed: SeedOption = None,
     ensemble: EnsembleOption = None,
     rerank_with: RerankWithOption = None,
     rerank_weight: RerankWeightOption = None,
@@ -433,6 +415,7 @@ def _write_lines(lines: list[str]) -> None:
 
 @app.command("rerank-sweep")
 @_command
+@_option_group(None, decoding_options("beam"))
 def rerank_sweep(
     ctx: typer.Context,
     rerank_with: RerankWithOption = None,
@@ -449,8 +432,6 @@ def rerank_sweep(
     ] = "bleu_lowercase",
     checkpoint: CheckpointOption = None,
     device: DeviceOption = None,
-    beam_size: BeamOption = None,
-    length_penalty: LengthPenaltyOption = None,
     threads: ThreadsOption = None,
 ) -> None:
     """Choose --rerank-weight on the validation split: one row of validation and test BLEU per
@@ -466,6 +447,7 @@ def rerank_sweep(
 @app.command()
 @_command
 @_option_group("limits", *_serve_limit_options())
+@_option_group(None, decoding_options())
 def serve(
     ctx: typer.Context,
     run: RunOption = None,
@@ -486,13 +468,6 @@ def serve(
         typer.Option("--log-text", help="Log what each request says and its answer (INFO)."),
     ] = False,
     device: DeviceOption = None,
-    strategy: StrategyOption = None,
-    beam_size: BeamOption = None,
-    length_penalty: LengthPenaltyOption = None,
-    temperature: TemperatureOption = None,
-    top_k: TopKOption = None,
-    top_p: TopPOption = None,
-    seed: SeedOption = None,
     threads: ThreadsOption = None,
     limits: dict | None = None,
 ) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from tfm.decoding_options import DECODING_SETTINGS, option_name, strategy_names
 from tfm.limits import MAX_THREADS
 
 RunOption = Annotated[
@@ -21,61 +22,32 @@ CheckpointOption = Annotated[
         "(checkpoints/step-N.pt, also relative to the run) or last.pt.",
     ),
 ]
-# The decoding strategy and its settings: each checked by the config schema's `decoding`
-# section (the one place their ranges are written), defaults from the run's config.
 DECODING = "Decoding (default: the run's config)"
-StrategyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--strategy",
-        help="How tokens are chosen: greedy, beam or sampling. Without it, a setting of one "
-        "strategy below chooses that strategy.",
-        rich_help_panel=DECODING,
-    ),
-]
-BeamOption = Annotated[
-    int | None,
-    typer.Option("--beam-size", help="beam: prefixes kept at each step.", rich_help_panel=DECODING),
-]
-LengthPenaltyOption = Annotated[
-    float | None,
-    typer.Option(
-        "--length-penalty",
-        help="beam: GNMT length penalty alpha; higher favours longer output.",
-        rich_help_panel=DECODING,
-    ),
-]
-TemperatureOption = Annotated[
-    float | None,
-    typer.Option(
-        "--temperature",
-        help="sampling: below 1 sharper (towards greedy), above 1 flatter.",
-        rich_help_panel=DECODING,
-    ),
-]
-TopKOption = Annotated[
-    int | None,
-    typer.Option(
-        "--top-k", help="sampling: from the k most likely tokens; 0: all.", rich_help_panel=DECODING
-    ),
-]
-TopPOption = Annotated[
-    float | None,
-    typer.Option(
-        "--top-p",
-        help="sampling: from the fewest most likely tokens whose probability adds up to p.",
-        rich_help_panel=DECODING,
-    ),
-]
-SeedOption = Annotated[
-    int | None,
-    typer.Option(
-        "--seed",
-        help="sampling: the same seed draws the same samples for the same input (not with an "
-        "export).",
-        rich_help_panel=DECODING,
-    ),
-]
+
+
+def decoding_options(strategy: str | None = None) -> dict[str, Any]:
+    """The options of the decoding keys, by key, from their declarations
+    (`tfm.decoding_options`): --strategy and every strategy's settings, or only `strategy`'s
+    settings. Their ranges are checked with the config schema's (`strategy_for`); a value not
+    given is the run's config's."""
+    options: dict[str, Any] = {}
+    if strategy is None:
+        help_text = (f"How tokens are chosen: {strategy_names()}. Without it, a setting of one "
+                     "strategy below chooses that strategy.")  # fmt: skip
+        options["strategy"] = Annotated[
+            str | None,
+            typer.Option(option_name("strategy"), help=help_text, rich_help_panel=DECODING),
+        ]
+    for setting in DECODING_SETTINGS:
+        if strategy in (None, setting.strategy):
+            help_text = f"{setting.describe()} Allowed: {setting.span()}."
+            option = typer.Option(
+                option_name(setting.key), help=help_text, rich_help_panel=DECODING
+            )
+            options[setting.key] = Annotated[setting.kind | None, option]
+    return options
+
+
 EnsembleOption = Annotated[
     list[Path] | None,
     typer.Option(

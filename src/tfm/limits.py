@@ -20,3 +20,8 @@ MAX_STEPS = 10**12  # train.warmup_steps
 MAX_EPOCHS = 1_000_000
 MAX_THREADS = 4_096  # train.threads and --threads
 MAX_LINE_CHARS = 10_000  # a side of a training pair: BPE's time grows with a word's length squared
+
+
+def bound_text(value: float) -> str:
+    """A bound as messages and help write it: 16, 0.01, 100 (not 100.0), 1e-06."""
+    return str(value) if isinstance(value, int) else f"{value:g}"

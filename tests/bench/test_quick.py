@@ -117,3 +117,15 @@ def test_every_script(script, capsys):
         for way in ("script runs", "characters")
     )
     assert 1 <= runs < characters  # whole sentences give the fewest pieces, characters the most
+
+
+def test_backtranslation(script, capsys):
+    speeds, memories = script("backtranslation").main(["--quick"])
+    out = capsys.readouterr().out
+    assert [row["round"] for row in speeds] == [1, 2]
+    (ratio,) = numbers(r"generation / translate --file: ([\d.]+)x \(median of 2\)", out)
+    assert ratio > 0
+    assert [row["lines"] for row in memories] == [2_000, 20_000]
+    small, large = (row["peak_mib"] for row in memories)
+    (shown,) = numbers(r"prepare +20,000 lines: peak \d+ MiB, ([\d.]+)x of 2,000 lines", out)
+    assert 50 < small < 4000 and shown == round(large / small, 2)

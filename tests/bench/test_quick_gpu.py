@@ -1,5 +1,6 @@
 """The GPU benchmarks' --quick runs, on the CPU with tiny models (the CUDA parts skip without a
-GPU): each part reports, and every figure file is written."""
+GPU): each part reports, and every figure file is written. On a GPU the CUDA-only benchmark runs
+too."""
 
 import json
 import math
@@ -39,6 +40,29 @@ def test_gpu_speed(script, capsys, tmp_path):
     for decoding in ("greedy", "beam 5"):
         assert 0 <= recipe[decoding]["bleu"] <= 100 and recipe[decoding]["sentences_per_second"] > 0
     assert "left out" not in out and "failed" not in out
+
+
+def test_gpu_kernels(script, capsys, tmp_path):
+    """Both parts on the CPU with tiny sizes: each layout and precision's attention events, and
+    whether the step runs on the flash kernel alone (the CPU's fused kernel: it does); the fused
+    loss against the whole logits, interleaved."""
+    figures_file = tmp_path / "kernels.json"
+    script("gpu_kernels").main(["--quick", "--json", str(figures_file)])
+    out = capsys.readouterr().out
+    figures = json.loads(figures_file.read_text())
+    assert sorted(figures["attention"]) == ["bf16 packed", "bf16 padded", "fp32 packed",
+                                            "fp32 padded"]  # fmt: skip
+    for name, row in figures["attention"].items():
+        assert row["flash_only"] == "runs", name
+        assert row["events_ms"] and all(ms >= 0 for ms in row["events_ms"].values())
+        assert f"{name}: flash alone: runs" in out
+    loss = figures["loss"]
+    assert sorted(loss) == ["fused, eager softmax", "whole logits"]  # no CPU compilation
+    assert loss["whole logits"]["speed_against_whole_logits"] == 1.0
+    assert all(row["median_ms"] > 0 and row["speed_against_whole_logits"] > 0
+               for row in loss.values())  # fmt: skip
+    (tokens, words) = numbers(r"\(b\) the loss of (\d+) tokens over (\d+) words", out)
+    assert (tokens, words) == (300, 200)
 
 
 def test_gpu_round(script, capsys, tmp_path):

@@ -29,3 +29,11 @@ def test_pairs(script, capsys, monkeypatch):
         assert 0 <= float(bleu) <= 100 and 0 <= float(chrf) <= 100 and float(unk) == 0
     assert "lr 0.0028" in rows[0][1]
     assert "budget: 0.05 minutes on 1 thread(s) a run" in out
+
+
+def test_pairs_with_monolingual_text_too_short_a_budget_leaves_it_out(script, capsys, monkeypatch):
+    bench = script("pairs")
+    monkeypatch.setattr(bench, "tfm", tfm_in_process)
+    bench.main(["--quick", "--variants", "mono", "--runs", "runs"])
+    row = re.search(r"^\| en-de \| mono \| 0 \| .+ \| left out \|$", capsys.readouterr().out, re.M)
+    assert row is not None

@@ -95,7 +95,10 @@ def test_keys_carry_type_default_bounds_and_choices_of_the_schema():
         "[0.9, 0.98]",
     )
     assert (keys["train.eps"].default, keys["tokenizer.joint"].default) == ("1e-09", "true")
-    assert (keys["data.train"].type, keys["data.train"].default) == ("section", "{format: toy}")
+    assert (keys["data.train"].type, keys["data.train"].default) == (
+        "section or list of sections",
+        "{format: toy}",
+    )
     assert keys["data.<split>.format"].default == ""  # required
     row = (
         "| `data.<split>.format` | str | required | `toy`, `text`, `tsv`, `jsonl`, `hub`, `disk`, "
@@ -111,6 +114,7 @@ def test_each_section_model_is_documented_once_and_every_key_once():
         "data",
         "data.<split>",
         "data.toy",
+        "data.monolingual[i]",
         "tokenizer",
         "model",
         "train",

@@ -7,7 +7,7 @@ from builders import tiny_config, train_losses
 
 from tfm.config import load_config
 from tfm.data import batching
-from tfm.data.batching import Pairs, collate
+from tfm.data.batching import collate
 from tfm.data.bidirectional import BothDirections
 from tfm.data.epochs import EpochPlan
 from tfm.data.tokenizer import BOS_ID, EOS_ID
@@ -91,18 +91,6 @@ def test_resume_inside_a_bidirectional_epoch_is_bit_identical(tmp_path):
     a = torch.load(straight / "last.pt", weights_only=False)["model"]
     b = torch.load(resumed / "last.pt", weights_only=False)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
-
-
-def test_with_bpe_dropout_the_reverse_uses_the_epochs_segmentation(tmp_path):
-    config = tiny_config(tmp_path / "run", bidirectional_epochs=1)
-    tokenizer = config.tokenizer.model_copy(update={"bpe_dropout": 0.3})
-    session = session_for(config.model_copy(update={"tokenizer": tokenizer}), resume=False)
-    bpe = session.epochs.transforms[0]
-    data = session.epochs.data(0)
-    segmented = bpe(Pairs(src=session.train_split.src, tgt=session.train_split.tgt), 0)
-    assert segmented.src != session.train_split.src  # dropout did change the segmentation
-    assert data.src == segmented.src + [t[1:] for t in segmented.tgt]
-    assert data.tgt == segmented.tgt + [[BOS_ID, *s] for s in segmented.src]
 
 
 def test_both_directions_is_a_pure_function_of_seed_and_epoch(tmp_path):

@@ -93,8 +93,8 @@ def test_the_loop_trains_a_new_transform_through_the_plan_alone(
     built = []
     plain_plan = EpochPlan.from_config
 
-    def with_doubled_epoch(config, split, tokenizer):
-        plan = plain_plan(config, split, tokenizer)
+    def with_doubled_epoch(config, split):
+        plan = plain_plan(config, split)
         plan.transforms.append(Doubled({0}))
         built.append(plan)
         return plan

@@ -1,6 +1,7 @@
 """Sampling with a CTranslate2 export: its draws follow tfm's model's distribution as temperature,
-top-k and top-p reshape it (chi-squared over many draws of the first token), temperature towards
-0 and top-k 1 are its greedy search, and a seed, which it cannot repeat, is refused in one line."""
+top-k and top-p reshape it (chi-squared over many draws of the first token), top-k 1 (at any
+temperature) and the least top p are its greedy search, every setting decodes at both ends of its
+range, and a seed, which it cannot repeat, is refused in one line."""
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 from tfm.cli import app
 from tfm.commands.engines import open_translator
 from tfm.data.tokenizer import BOS_ID, EOS_ID
+from tfm.decoding_options import DECODING_SETTINGS
 from tfm.errors import UsageError
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
 
@@ -19,6 +21,8 @@ from tfm.deploy import open_export  # noqa: E402
 from tfm.deploy import translate_nbest_ids as ct2_nbest_ids  # noqa: E402
 
 DRAWS = 4000
+LEAST = {setting.key: setting.low for setting in DECODING_SETTINGS}
+MOST = {setting.key: setting.high for setting in DECODING_SETTINGS}
 SETTINGS = [
     dict(temperature=2.5, top_k=0, top_p=1.0),
     dict(temperature=2.0, top_k=12, top_p=1.0),
@@ -59,10 +63,15 @@ def test_draws_follow_tfms_distribution_as_reshaped(toy_model, held_out, export,
         assert score == pytest.approx(float(log_probs[ids[0] if ids else EOS_ID]), abs=1e-4)
 
 
-@pytest.mark.parametrize("settings", [dict(temperature=1e-4), dict(top_k=1, temperature=3.0)])
-def test_near_zero_temperature_and_top_k_one_are_greedy_search(
-    toy_model, held_out, export, settings
-):
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(top_k=1, temperature=3.0),
+        dict(top_k=1, temperature=MOST["temperature"]),  # no tie of rounded log-probabilities
+        dict(top_p=LEAST["top_p"]),
+    ],
+)
+def test_top_k_one_and_the_least_top_p_are_greedy_search(toy_model, held_out, export, settings):
     _, sources = held_out
     greedy = ct2_nbest_ids(export, sources[:40], settings_of(toy_model), with_scores=False)
     drawn = ct2_nbest_ids(
@@ -75,6 +84,16 @@ def test_near_zero_temperature_and_top_k_one_are_greedy_search(
     assert [{tuple(ids) for ids, _ in found} for found in hot] != [
         {tuple(found[0][0])} for found in greedy
     ]  # not greedy without them
+
+
+def test_every_setting_decodes_at_both_ends_of_its_range(toy_model, held_out, export):
+    _, sources = held_out
+    for setting in DECODING_SETTINGS:
+        if setting.strategy == "sampling" and setting.key != "seed":  # an export takes no seed
+            for end in (setting.low, setting.high):
+                asked = settings_of(toy_model, strategy="sampling", **{setting.key: end})
+                found = ct2_nbest_ids(export, sources[:8], asked, 2)
+                assert all(len(hypotheses) == 2 for hypotheses in found), (setting.key, end)
 
 
 def test_a_seed_is_refused_in_one_line_naming_it(exported):

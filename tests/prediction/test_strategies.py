@@ -8,6 +8,7 @@ import pytest
 
 from tfm.config import DecodingConfig
 from tfm.data.tokenizer import EOS_ID
+from tfm.decoding_options import DECODING_SETTINGS
 from tfm.errors import ConfigError, UsageError
 from tfm.prediction.settings import DecodeRequest, DecodeSettings, OutputLimit
 from tfm.prediction.strategies import (
@@ -60,10 +61,10 @@ def test_a_list_comes_from_a_beam_widened_to_it_unless_its_size_or_greedy_was_as
     ("asked", "message"),
     [
         ({"strategy": "nucleus"}, "--strategy 'nucleus': expected one of greedy, beam, sampling"),
-        ({"top_p": 1.5}, "--top-p 1.5: Input should be less than or equal to 1"),
-        ({"top_p": 0.0}, "--top-p 0.0: Input should be greater than 0"),
-        ({"temperature": 0}, "--temperature 0: Input should be greater than 0"),
-        ({"top_k": -1}, "--top-k -1: Input should be greater than or equal to 0"),
+        ({"top_p": 1.5}, "--top-p 1.5: expected a number from 0.001 to 1"),
+        ({"top_p": 0.0}, "--top-p 0.0: expected a number from 0.001 to 1"),
+        ({"temperature": 0}, "--temperature 0: expected a number from 0.01 to 100"),
+        ({"top_k": -1}, "--top-k -1: expected an integer from 0 to 1000000"),
         ({"strategy": "greedy", "temperature": 0.5},
          "--temperature is a setting of sampling; --strategy greedy does not use it"),
         ({"beam_size": 3, "top_k": 2},
@@ -86,7 +87,7 @@ def test_a_config_left_unplanned_names_the_key_the_recipe_would_derive():
 
 
 def test_errors_spell_the_keys_as_the_asker_does():
-    with pytest.raises(UsageError, match=r"^top_p 2: Input should be less than or equal to 1$"):
+    with pytest.raises(UsageError, match=r"^top_p 2: expected a number from 0.001 to 1$"):
         strategy_for(CONFIG, {"top_p": 2}, spell=str)
     with pytest.raises(UsageError, match=r"^n_best 3 needs beam_size 3 or more, not 2$"):
         strategy_for(CONFIG, {"beam_size": 2}, n_best=3, spell=str)
@@ -100,7 +101,7 @@ def test_a_request_takes_the_options_it_has_and_the_decoding_keys():
     assert request.search == {"beam_size": 3}
     with pytest.raises(ValueError, match="not decoding keys: \\['split'\\]"):
         DecodeRequest(search={"split": "test"})
-    with pytest.raises(UsageError, match="^--top-p 3: Input should be less than or equal to 1$"):
+    with pytest.raises(UsageError, match="^--top-p 3: expected a number from 0.001 to 1$"):
         DecodeRequest(search={"top_p": 3})  # checked before a run is opened
 
 
@@ -136,3 +137,19 @@ def test_a_decoding_batch_holds_max_tokens_decoder_rows(monkeypatch, strategy, b
     assert sum(rows for rows, _ in shapes) == 30
     assert all(rows * width <= budget for rows, width in shapes)
     assert any(rows * width > budget - 7 for rows, width in shapes)  # filled, not one at a time
+
+
+def test_every_setting_decodes_at_both_ends_of_its_range():
+    """No value the schema takes fails later: each setting at its least and its most (a beam of
+    the widest, a temperature of 0.01 and of 100, a top p of 0.001, the largest seed)."""
+    model = build_model(ModelArgs(src_vocab_size=40, tgt_vocab_size=40, d_model=16, n_heads=2,
+                                  n_encoder_layers=1, n_decoder_layers=1, d_ff=32))  # fmt: skip
+    sources = [[5, 9, 7, EOS_ID], [11, EOS_ID]]
+    base = CONFIG.model_copy(update={"max_len_a": 0.0, "max_len_b": 4})
+    for setting in DECODING_SETTINGS:
+        for end in (setting.low, setting.high):
+            asked = {setting.key: end}
+            settings = DecodeSettings.from_config(base, "cpu", "float32", asked=asked)
+            found = search_ids(model, sources, settings)
+            assert [len(hypotheses) >= 1 for hypotheses in found] == [True, True], asked
+            assert all(len(ids) <= 4 for hypotheses in found for ids, _ in hypotheses)

@@ -1,17 +1,22 @@
 """The HTTP API of `tfm serve` against a server running on 127.0.0.1: every endpoint's answer
 against the library's own decoding, every limit and bad request with its status and message,
-the API key, the bounded queue, the timeout, and dynamic batching."""
+every number field's range, the API key, the page's headers, a failure nobody expected, the
+bounded queue, the timeout, and dynamic batching."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
 import pytest
 from http_client import call, served
 
+from tfm.config import ranges
+from tfm.decoding_options import DECODING_SETTINGS
 from tfm.prediction.attention_weights import KINDS
 from tfm.serve.app import create_app
+from tfm.serve.bodies import TranslateBody
 from tfm.serve.request_limits import ServeLimits
 
 SENTENCES = ["the small dog sees the big cat", "a bird sleeps", ""]
@@ -156,13 +161,19 @@ BAD = [  # (why, body as bytes, content type, status, start of the error)
     ("a wrong type", b'{"sentences": "a"}', None, 422, "sentences: Input should be a valid list"),
     ("a number as a string", b'{"sentences": ["a"], "beam_size": "2"}', None, 422, "beam_size:"),
     ("a beam too wide", b'{"sentences": ["a"], "beam_size": 17}', None, 422,
-     "beam_size: Input should be less than or equal to 16"),
+     "beam_size: expected an integer from 1 to 16"),
     ("n-best over the beam", b'{"sentences": ["a"], "n_best": 3, "beam_size": 2}', None, 422,
      "n_best 3 needs beam_size 3 or more, not 2"),
     ("an unknown strategy", b'{"sentences": ["a"], "strategy": "nucleus"}', None, 422,
-     "strategy 'nucleus': expected one of greedy, beam, sampling"),
+     "strategy: Input should be 'greedy', 'beam' or 'sampling'"),
     ("a top p out of range", b'{"sentences": ["a"], "top_p": 1.5}', None, 422,
-     "top_p 1.5: Input should be less than or equal to 1"),
+     "top_p: expected a number from 0.001 to 1"),
+    ("a temperature that rounds to 0", b'{"sentences": ["a"], "temperature": 1e-39}', None, 422,
+     "temperature: expected a number from 0.01 to 100"),
+    ("a top p that rounds to 0", b'{"sentences": ["a"], "top_p": 1e-300}', None, 422,
+     "top_p: expected a number from 0.001 to 1"),
+    ("a NaN length penalty", b'{"sentences": ["a"], "length_penalty": NaN}', None, 422,
+     "length_penalty: expected a number from 0 to 10"),
     ("settings of two strategies", b'{"sentences": ["a"], "top_k": 2, "beam_size": 2}', None,
      422, "beam_size, top_k: settings of different strategies (beam and sampling)"),
     ("no sentences", b'{"sentences": []}', None, 422, "sentences: give at least one sentence"),
@@ -180,6 +191,46 @@ def test_a_bad_request_gets_its_status_and_a_one_line_error(server, why, raw, me
     assert answer.headers["content-type"] == "application/json"
     assert answer.json()["error"].startswith(error)
     assert "\n" not in answer.json()["error"]
+
+
+HOSTILE = [
+    b"1e-39",
+    b"1e308",
+    b"NaN",
+    b"-Infinity",
+    b"7" * 5000,
+    b"-" + b"7" * 5000,
+    b'"2"',
+    b"1.5",
+]
+
+
+def test_every_number_is_answered_or_refused_naming_its_field_and_range(translator):
+    """Each number field, given numbers that once failed in the model (500: a temperature of
+    1e-39, more digits than Python's int() reads) or were refused in misleading words (NaN
+    "should be ≤ 10"), answers 200 or a 422 naming the field and its range; each end of each
+    range answers 200: no value that passes the body fails later."""
+    numbers = {key: f for key, f in TranslateBody.model_fields.items() if ranges.expected(f)}
+    assert set(numbers) == {"n_best", *(setting.key for setting in DECODING_SETTINGS)}
+    limits = ServeLimits(max_body_bytes=12_000)  # room for 5,000 digits
+    with served(create_app(translator, limits), limits) as server:
+        _answers_or_refuses(server, numbers)
+
+
+def _answers_or_refuses(server: str, numbers: dict) -> None:
+    for key, field in numbers.items():
+        for raw in HOSTILE:
+            answer = call(server, "POST", "/translate", raw=b'{"sentences": ["a dog"], "'
+                          + key.encode() + b'": ' + raw + b"}")  # fmt: skip
+            assert answer.status in (200, 422), (key, raw[:20], answer.body)
+            if answer.status == 422:
+                assert answer.json()["error"] == f"{key}: expected {ranges.expected(field)}"
+        for _, end in ranges.bounds(field, key):
+            answer = call(server, "POST", "/translate", {"sentences": ["a dog"], key: end})
+            assert answer.status == 200, (key, end, answer.body)
+    hottest = {"sentences": SENTENCES, "top_k": 1, "temperature": 100}  # top 1: greedy
+    greedy = call(server, "POST", "/translate", {"sentences": SENTENCES}).json()
+    assert call(server, "POST", "/translate", hottest).json() == greedy
 
 
 def test_attention_limits_and_unknown_paths_and_methods(server):
@@ -210,6 +261,25 @@ def test_the_api_key_is_needed_for_the_model_but_not_for_health_or_the_page(tran
         assert call(base, "GET", "/info", headers=good).json()["auth"] is True
         assert call(base, "GET", "/health").status == 200
         assert call(base, "GET", "/").status == 200
+
+
+def test_the_page_forbids_framing_and_loads_nothing_from_elsewhere(server):
+    page = call(server, "GET", "/")
+    policy = [part.strip() for part in page.headers["content-security-policy"].split(";")]
+    assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert page.headers["x-frame-options"] == "DENY"
+    sources = re.findall(rb'(?:src|href)="([^"]*)"', page.body)
+    assert sources and all(source.startswith(b"/page/") for source in sources)
+
+
+def test_a_failure_no_endpoint_expected_is_a_500_in_one_line_like_every_error(held, caplog):
+    held.config = None  # /info describes the model from it: an AttributeError
+    with served(create_app(held)) as base:
+        answer = call(base, "GET", "/info")
+    assert (answer.status, answer.headers["content-type"]) == (500, "application/json")
+    error = "internal error (AttributeError); the server's log says more"
+    assert answer.body == b'{"error":"' + error.encode() + b'"}'
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == ["GET /info failed"]
 
 
 def test_requests_that_arrive_together_are_decoded_as_one_batch(held):

@@ -1,14 +1,17 @@
 """Connections to `tfm serve` that never make a proper request, against a server on 127.0.0.1:
 idle ones and ones that send their headers or body a byte at a time are closed after the read
-timeout, idle ones after an answer after the keep-alive, those over the cap at once; a client
-that leaves mid-body leaves no traceback; and a key-less server answers only to loopback's
-names in the Host header."""
+timeout, idle ones after an answer after the keep-alive; headers over 16 KiB are a 400 however
+they arrive; a client holding the connection cap leaves room for others, and its own
+connections over the cap get a plain-text 503; a client that leaves mid-body leaves no
+traceback; and a key-less server answers only to loopback's names in the Host header."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import time
+from dataclasses import replace
 
 import pytest
 from http_client import call, served
@@ -25,8 +28,10 @@ def server(translator):
         yield base
 
 
-def connect(base: str) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=5)
+def connect(base: str, source: str = "127.0.0.1") -> socket.socket:
+    """A connection to `base` from the loopback address `source`."""
+    address = ("127.0.0.1", int(base.rsplit(":", 1)[1]))
+    return socket.create_connection(address, timeout=5, source_address=(source, 0))
 
 
 def read_until(connection: socket.socket, end: bytes) -> bytes:
@@ -35,6 +40,14 @@ def read_until(connection: socket.socket, end: bytes) -> bytes:
     while not answer.endswith(end):
         chunk = connection.recv(4096)
         assert chunk, f"closed after {answer!r}"
+        answer += chunk
+    return answer
+
+
+def read_to_the_end(connection: socket.socket) -> bytes:
+    """What `connection` receives until the server closes it."""
+    answer = b""
+    while chunk := connection.recv(4096):
         answer += chunk
     return answer
 
@@ -93,17 +106,37 @@ def test_an_idle_connection_after_an_answer_is_closed_after_the_keep_alive(serve
         assert 0.4 < closed_after(connection, b"GET /health HTTP/1.1\r\nX: " + b"a" * 200) < 2
 
 
-def test_connections_over_the_cap_are_closed_at_once(server):
-    held = [connect(server) for _ in range(4)]
-    try:
-        time.sleep(0.1)  # all four accepted
-        with connect(server) as extra:
-            assert closed_after(extra) < 0.3
-    finally:
-        for connection in held:
-            connection.close()
-    time.sleep(0.1)
-    assert call(server, "GET", "/health").status == 200
+def test_a_client_holding_the_cap_leaves_room_for_others_and_is_answered_503_over_it(translator):
+    limits = replace(LIMITS, read_timeout_s=5)  # the held connections stay for the test
+    with served(create_app(translator, limits), limits) as base:
+        held = [connect(base, "127.0.0.2") for _ in range(4)]
+        try:
+            time.sleep(0.1)  # all four accepted: the cap
+            with connect(base, "127.0.0.2") as over:  # over it, from the same address
+                over.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                answer = read_to_the_end(over)
+            assert answer.startswith(b"HTTP/1.1 503 ") and answer.endswith(b"Service Unavailable")
+            assert b"content-type: text/plain; charset=utf-8" in answer
+            for _ in range(2):  # another address gets in, in place of the longest waiting
+                assert call(base, "GET", "/health").status == 200
+            assert closed_after(held[0]) < 0.3
+            for connection in held[1:]:  # the others are still open and answered
+                health(connection)
+        finally:
+            for connection in held:
+                connection.close()
+
+
+@pytest.mark.parametrize("kib", [17, 100])
+def test_headers_over_16_kib_are_a_400_also_in_one_write(server, kib):
+    head = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: "
+    with connect(server) as connection:
+        connection.sendall(head + b"a" * (kib * 1024) + b"\r\n\r\n")
+        answer = read_to_the_end(connection)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"\r\nInvalid HTTP request received." in answer
+    with connect(server) as connection:  # 15 KiB is within the limit
+        connection.sendall(head + b"a" * (15 * 1024) + b"\r\n\r\n")
+        assert read_until(connection, b'{"status":"ok"}').startswith(b"HTTP/1.1 200 ")
 
 
 def test_a_client_that_leaves_mid_body_leaves_no_traceback(server, caplog):
@@ -124,12 +157,24 @@ def test_a_server_without_a_key_answers_to_loopback_names(server, host):
     assert (answer.status, answer.json()) == (200, {"status": "ok"})
 
 
-def test_a_server_without_a_key_refuses_other_host_names(server, translator):
+@pytest.mark.parametrize("host", ["rebound.example:8000", "[::1]rebound.example", "localhost:x"])
+def test_a_server_without_a_key_refuses_other_host_names(server, host):
     for path in ("/", "/health", "/info"):
-        answer = call(server, "GET", path, headers={"Host": "rebound.example:8000"})
-        assert (answer.status, answer.json()) == (403, {"error": (
-            "Host rebound.example:8000 is not a name of this server: without an API key it "
-            "answers only to 127.0.0.1, ::1, localhost"
-        )})  # fmt: skip
+        answer = call(server, "GET", path, headers={"Host": host})
+        error = (f"Host {host} is not a name of this server: without an API key it answers "
+                 "only to 127.0.0.1, ::1, localhost")  # fmt: skip
+        assert answer.status == 403  # spaced as every other error answer is
+        assert answer.body == json.dumps({"error": error}, separators=(",", ":")).encode()
+
+
+def test_a_server_without_a_key_refuses_an_empty_or_missing_host(server, translator):
+    answer = call(server, "GET", "/health", headers={"Host": ""})
+    assert (answer.status, answer.json()["error"]) == (403, (
+        "a request without a Host is not a name of this server: without an API key it answers "
+        "only to 127.0.0.1, ::1, localhost"
+    ))  # fmt: skip
+    with connect(server) as connection:  # HTTP/1.0 needs no Host
+        connection.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+        assert read_until(connection, b'localhost"}').startswith(b"HTTP/1.1 403 ")
     with served(create_app(translator, hosts=None)) as base:  # a key, or --no-auth elsewhere
         assert call(base, "GET", "/health", headers={"Host": "tfm.example"}).status == 200

@@ -1,8 +1,9 @@
 """The page at / in a real browser (headless Chromium, driven by Selenium): it translates what
 is typed, and its heatmap shows the weights of /attention for the layer, head and kind chosen,
 in the colours of `tfm attention`, with byte-fallback tokens as characters and a note when
-they are not of the translation shown; an error clears what an earlier sentence showed, and
-an emptied box clears the error; with an export the attention panel says why it is empty.
+they are not of the translation shown; an error clears what an earlier sentence showed and
+names no option of the server, and an emptied box clears it; its Content-Security-Policy
+refuses nothing the page does; with an export the attention panel says why it is empty.
 Skipped where Chromium or its driver is not installed.
 
 The page is shown on a tiny 2+2-layer run trained here in seconds (or the run in TFM_SERVE_RUN);
@@ -74,6 +75,7 @@ def browser(tmp_path, monkeypatch):
                      "--disable-sync", "--no-first-run", "--window-size=1400,900",
                      f"--user-data-dir={tmp_path / 'profile'}"):  # fmt: skip
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read below
     driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
     driver.set_page_load_timeout(WAIT_S)
     yield driver
@@ -137,6 +139,9 @@ def test_the_page_translates_and_shows_the_attention_of_the_chosen_head(layered,
         Select(browser.find_element(By.ID, "n-best")).select_by_visible_text("3")
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#n-best-list li")) == 3)
         assert browser.find_element(By.ID, "status").text == ""
+        # Nothing refused by the page's Content-Security-Policy, nor any other error.
+        errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert [e for e in errors if "/favicon.ico" not in e] == []  # tfm serves no icon
         shot = Path(os.environ.get("TFM_SERVE_SCREENSHOT") or tmp_path / "serve.png")
         assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
@@ -223,7 +228,7 @@ def test_the_page_names_bytes_notes_the_beam_and_clears_old_results_and_errors(w
         wait.until(lambda d: text_of(d, "attention-note") == (same if beam == greedy else differs))
 
         enter(browser, "the dog sees the cat and the bird sees the dog and the cat sleeps")
-        too_long = "The sentence has 65 characters; at most 60 a sentence (--max-chars)."
+        too_long = "The sentence has 65 characters; at most 60 a sentence."  # no server option
         wait.until(lambda d: text_of(d, "status") == too_long)
         assert text_of(browser, "translation") == "" and text_of(browser, "attention-pair") == ""
         assert browser.find_elements(By.CSS_SELECTOR, "#heatmap td, #n-best-list li") == []

@@ -1,12 +1,16 @@
 """The log of `tfm serve`: a kind of line a client can cause many times is shown a few times a
 minute, its traceback once, and the count of the lines left out is given; uvicorn's and
-asyncio's lines go the same way while the server runs."""
+asyncio's lines go the same way while the server runs; `--log-text` has its line for every
+request."""
 
 from __future__ import annotations
 
 import logging
 import sys
 
+from http_client import call, served
+
+from tfm.serve.app import create_app
 from tfm.serve.server_log import RepeatLimit, limited_log
 
 
@@ -67,3 +71,27 @@ def test_uvicorn_and_asyncio_lines_join_tfms_log_through_the_limit():
         "socket.accept() out of system resource",
         "3 more log line(s) like 'Invalid HTTP request received.' were left out",
     ]
+
+
+def test_log_text_has_one_line_for_every_request_however_many(held):
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    held.release.set()
+    tfm = logging.getLogger("tfm")
+    handler = Collect(level=logging.INFO)
+    tfm.addHandler(handler)
+    before = tfm.level
+    tfm.setLevel(logging.INFO)
+    try:
+        with limited_log(), served(create_app(held, log_text=True)) as base:
+            for i in range(8):  # more than the 5 a minute of a kind of line
+                call(base, "POST", "/translate", {"sentences": [f"line {i}"]})
+    finally:
+        tfm.removeHandler(handler)
+        tfm.setLevel(before)
+    said = [line for line in lines if line.startswith("translate: ")]
+    assert said == [f'translate: ["line {i}"] -> ["LINE {i}"]' for i in range(8)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import threading
 import time
 
@@ -152,3 +153,62 @@ def test_a_request_slower_than_the_timeout_alone_is_refused_before_it_is_queued(
             " over its 1 s timeout (--timeout): send fewer sentences or a narrower beam"
         )
     assert held.calls == [words]
+
+
+def heavy(name: str, count: int) -> list[str]:
+    """`count` sentences of 4 tokens each (3 words and </s>), named `name`."""
+    return [f"{name}{i} x x" for i in range(count)]
+
+
+BUSY = "the server is busy: the work queued ahead of this request would take about "
+
+
+def test_a_request_the_work_ahead_keeps_past_its_deadline_is_refused_at_once(held):
+    limits = ServeLimits(batch_tokens=8, batch_wait_ms=0, timeout_s=1)
+    held.seconds = 0.05  # a batch of 2 sentences: 8 of work in 0.1 s
+    held.release.set()
+    answers: dict = {}
+    with served(create_app(held, limits), limits) as base:
+        assert call(base, "POST", "/translate", {"sentences": heavy("warm", 2)}).status == 200
+        first = ask(base, heavy("one", 12), answers, "one")  # 48 of work: 0.6 s alone
+        wait_until(lambda: held.calls[-1][0].startswith("one"))
+        started = time.monotonic()
+        refused = call(base, "POST", "/translate", {"sentences": heavy("two", 12)})
+        assert time.monotonic() - started < 0.3  # refused, not queued
+        assert (refused.status, refused.headers["retry-after"]) == (503, "1")
+        # About 0.5 s of "one" is ahead; its own 0.6 s leave 0.4 s of the timeout for waiting,
+        # and a wait is counted half as long again: 0.27 s allowed.
+        waiting = r"0\.\d s, more than the 0\.\d s its 1 s timeout leaves for waiting"
+        assert re.fullmatch(f"{BUSY}{waiting}; try again in 1 s", refused.json()["error"])
+        light = call(base, "POST", "/translate", {"sentences": ["light"]})
+        assert light.json() == {"translations": ["LIGHT"]}  # it goes ahead of the heavy rest
+        first.join(30)
+    assert answers["one"][0].status == 200
+    assert not [text for call_ in held.calls for text in call_ if text.startswith("two")]
+
+
+def test_a_crowd_that_came_before_the_speed_was_known_is_answered_in_turn_or_refused_early(held):
+    limits = ServeLimits(batch_tokens=8, batch_wait_ms=0, timeout_s=1.5)
+    held.seconds = 0.05  # each request 48 of work, 0.6 s: two fit in the timeout, not three
+    app = create_app(held, limits)
+    answers: dict = {}
+    with served(app, limits) as base:
+        threads = [ask(base, ["light"], answers, "light")]  # not a batch that measures speed
+        wait_until(lambda: app.state.worker.pending == 1)
+        threads += [ask(base, heavy(f"h{i}-", 12), answers, f"h{i}-") for i in range(4)]
+        wait_until(lambda: app.state.worker.pending == 5)  # all taken: the speed is not known
+        sent = time.monotonic()
+        held.release.set()
+        for thread in threads:
+            thread.join(30)
+    heavies = {name: answers[name] for name in answers if name != "light"}
+    statuses = sorted(answer.status for answer, _ in heavies.values())
+    assert statuses[0] == 200 and statuses[-1] == 503  # some answered, some refused
+    decoded = [text.split("-")[0] for call_ in held.calls for text in call_ if "-" in text]
+    for name, (answer, at) in heavies.items():
+        if answer.status == 503:  # refused once the first batch measured the speed
+            assert answer.json()["error"].startswith(BUSY) and at - sent < 0.5
+            assert name.rstrip("-") not in decoded
+    answered = [name.rstrip("-") for name, (a, _) in heavies.items() if a.status == 200]
+    runs = [name for i, name in enumerate(decoded) if i == 0 or decoded[i - 1] != name]
+    assert sorted(runs) == sorted(answered)  # each decoded in one run: one after another

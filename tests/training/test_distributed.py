@@ -1,4 +1,5 @@
-"""Data-parallel training under torchrun, on CPU with Gloo and 2 processes.
+"""Data-parallel training under torchrun, on CPU with Gloo and 2 processes (and as 2 nodes of
+one process each, on this host: a run directory both see, or one each).
 
 The reference is one process with train.accumulate=2: its optimizer step takes the same two
 consecutive global batches that the two processes share, so both runs must agree (to float
@@ -9,6 +10,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,10 +22,11 @@ from builders import WIDER, tiny_config_file, train_losses
 
 from tfm.config import load_config
 from tfm.data.batching import steps_in_epoch
+from tfm.errors import UsageError
 from tfm.rundir.checkpoint import load_checkpoint
 from tfm.training import loop, train
 from tfm.training.data_parallel import shard
-from tfm.training.distributed import from_environment, said_once
+from tfm.training.distributed import SHARED, Replicas, _open_here, from_environment, said_once
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
@@ -244,3 +247,58 @@ def test_a_process_other_than_0_says_nothing_of_the_data(tmp_path, caplog):
         caplog.clear()
         open_session(config, resume=True, overwrite=False, rank=1, world_size=2)
         assert data_warnings() == []
+
+
+def test_a_process_that_does_not_see_the_run_directory_says_what_is_needed(tmp_path):
+    config = load_config(write_config(tmp_path))  # nothing prepared there: as on another node
+    with pytest.raises(UsageError) as refused:
+        _open_here(Replicas(rank=1, world_size=2), config, resume=False, overwrite=False)
+    assert str(refused.value) == (
+        f"process 1 of 2 does not see the run directory {tmp_path / 'run'} that process 0 "
+        f"prepared (no tokenizer.json there): {SHARED}"
+    )
+    assert "file system every node sees" in SHARED
+
+
+def node(rank: int, config: Path, port: int, logs: Path) -> subprocess.Popen:
+    """Node `rank` of two, one process each, under torchrun on this host, as on two machines:
+    node 0's agent is the rendezvous at 127.0.0.1:`port`."""
+    path = SRC + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+               f"--node_rank={rank}", "--master_addr=127.0.0.1", f"--master_port={port}",
+               f"--log-dir={logs / str(rank)}", "-m", "tfm", "train", "--config", str(config),
+               "--no-progress"]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)  # fmt: skip
+
+
+def two_nodes(configs: tuple[Path, Path], logs: Path) -> list[tuple[int, str]]:
+    """Both nodes' exit codes and the tfm lines of their stderr."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    started = [node(rank, config, port, logs) for rank, config in enumerate(configs)]
+    errors = [proc.communicate(timeout=300)[1] for proc in started]
+    return [(proc.returncode, err) for proc, err in zip(started, errors, strict=True)]
+
+
+@pytest.mark.slow
+def test_two_nodes_train_in_a_run_directory_both_see_and_stop_in_one_line_otherwise(tmp_path):
+    for folder in ("shared", "a", "b"):
+        (tmp_path / folder).mkdir()
+    shared = write_config(tmp_path / "shared")
+    for code, err in two_nodes((shared, shared), tmp_path / "logs"):
+        assert code == 0, err
+    assert len(losses(tmp_path / "shared" / "run")) == 1  # one step, by two processes
+    apart = (write_config(tmp_path / "a"), write_config(tmp_path / "b"))  # each node its own
+    (main_code, main_err), (other_code, other_err) = two_nodes(apart, tmp_path / "logs-apart")
+    assert main_code != 0 and other_code != 0
+    assert [line for line in main_err.splitlines() if line.startswith("tfm: ")] == [
+        f"tfm: error: another process does not see the run directory {tmp_path / 'a' / 'run'} "
+        f"that process 0 prepared: {SHARED}"
+    ]
+    assert [line for line in other_err.splitlines() if line.startswith("tfm: ")] == [
+        f"tfm: error: process 1 of 2 does not see the run directory {tmp_path / 'b' / 'run'} "
+        f"that process 0 prepared (no tokenizer.json there): {SHARED}"
+    ]

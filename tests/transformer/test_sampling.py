@@ -1,4 +1,5 @@
-"""Sampling: a seed repeats the samples, temperature towards 0 and top-k 1 are greedy search, and
+"""Sampling: a seed repeats the samples, temperature towards 0, top-k 1 (at the highest
+temperature too) and the least top p are greedy search, and
 the tokens drawn follow the model's distribution as temperature, top-k and top-p reshape it (a
 chi-squared test over many draws of the first token, on a 16-token vocabulary)."""
 
@@ -7,12 +8,15 @@ import torch
 from sampling_checks import p_value, reshaped
 from tiny_models import lively_model, padded_batch, search_options
 
+from tfm.decoding_options import DECODING_SETTINGS
 from tfm.transformer import greedy_decode, sample_decode
 
 V = 16
 SOURCE_LENGTHS = [9, 3, 6, 1, 7, 4]
 DRAWS = 4000
 FLAT = dict(temperature=1.0, top_k=0, top_p=1.0)  # the model's own distribution
+LEAST = {setting.key: setting.low for setting in DECODING_SETTINGS}
+MOST = {setting.key: setting.high for setting in DECODING_SETTINGS}
 
 
 def samples(model, src, *, seed=0, n=1, options=None, **settings):
@@ -31,8 +35,16 @@ def test_a_seed_draws_the_same_samples_and_another_seed_others():
     assert len({tuple(t) for drawn in first for t in drawn}) > len(SOURCE_LENGTHS)  # they vary
 
 
-@pytest.mark.parametrize("settings", [dict(temperature=1e-4), dict(top_k=1, temperature=3.0)])
-def test_near_zero_temperature_and_top_k_one_are_greedy_search(settings):
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(temperature=1e-4),
+        dict(top_k=1, temperature=3.0),
+        dict(top_k=1, temperature=MOST["temperature"]),  # no tie of rounded log-probabilities
+        dict(top_p=LEAST["top_p"]),
+    ],
+)
+def test_near_zero_temperature_top_k_one_and_the_least_top_p_are_greedy_search(settings):
     model, src = lively_model(), padded_batch(SOURCE_LENGTHS, vocab_size=V)
     options = search_options(1.0, 5, eos_id=9)
     greedy = greedy_decode(model, src, **options).tokens

@@ -66,7 +66,7 @@ def train_run(
     with said_once():  # under torchrun, every process reads it
         cfg = load_config(config, sets)
     check_path_length(Path(cfg.run_dir), "run_dir")
-    if not resume and not overwrite and (finished := finished_run(cfg)):
+    if not resume and not overwrite and (finished := _finished(cfg)):
         first = from_environment().is_main  # under torchrun, one process says it
         if first:
             log.info("%s", finished)
@@ -76,20 +76,42 @@ def train_run(
                                  progress=progress)  # fmt: skip
 
 
+def _finished(cfg: Config) -> str | None:
+    """The line saying that `cfg`'s run is trained already, or None."""
+    if cfg.data.monolingual:
+        from tfm.commands.backtranslated import finished_backtranslation
+
+        return finished_backtranslation(cfg)
+    return finished_run(cfg)
+
+
 def _train_and_report(
     cfg: Config, config: Path, sets: list[str], *, resume: bool, overwrite: bool, progress: bool
 ) -> TrainOutcome:
     stop = StopFlag()
     with stopping_on_signals(stop):
-        result = train(cfg, resume=resume, overwrite=overwrite, progress_bar=progress, stop=stop)
-    # With --set, --device or --threads, the run's own resolved config holds them (run_dir too).
-    resume_config = Path(cfg.run_dir) / "config.yaml" if sets else config
+        if cfg.data.monolingual:  # in phases, the last of which trains in run_dir
+            from tfm.commands.backtranslated import train_backtranslated
+
+            result = train_backtranslated(cfg, resume=resume, overwrite=overwrite,
+                                          progress_bar=progress, stop=stop)  # fmt: skip
+        else:
+            result = train(cfg, resume=resume, overwrite=overwrite, progress_bar=progress,
+                           stop=stop)  # fmt: skip
     world_size = from_environment().world_size  # under torchrun, resume under torchrun
     launcher = f"torchrun --nproc_per_node={world_size} -m tfm" if world_size > 1 else "tfm"
-    resume_command = f"{launcher} train --config {shlex.quote(str(resume_config))} --resume"
+    if cfg.data.monolingual:  # its phases read the config it began with
+        given = "".join(f" --set {shlex.quote(s)}" for s in sets)
+        resume_command = f"{launcher} train --config {shlex.quote(str(config))}{given} --resume"
+    else:  # with --set, --device or --threads, the run's resolved config holds them
+        resume_config = Path(cfg.run_dir) / "config.yaml" if sets else config
+        resume_command = f"{launcher} train --config {shlex.quote(str(resume_config))} --resume"
     if result.interrupted_by:
-        log.info("interrupted by %s at step %d; checkpoint written. Resume with:\n  %s",
-                 result.interrupted_by, result.steps, resume_command)  # fmt: skip
+        where = f"at step {result.steps}; checkpoint written"
+        if result.stopped_because == "back-translating":
+            where = "while back-translating; every whole line written is kept"
+        log.info("interrupted by %s %s. Resume with:\n  %s", result.interrupted_by, where,
+                 resume_command)  # fmt: skip
         # 128 + the signal's number, as shells report it
         return TrainOutcome(None, 143 if result.interrupted_by == "SIGTERM" else 130)
     metric = result.metric  # the run's, planned or given

@@ -2,13 +2,14 @@
 
 Modules: schema (the pydantic models, their defaults and descriptions), yaml_reader (the hardened
 YAML reader, the only place YAML is parsed), loading (`load_config`, `--set` overrides and the
-error messages), show (`tfm config show`) and reference (docs/configuration.md generated from the
-schema). The names callers need are
+error messages), ranges (a key's range, in the reference and in errors), show (`tfm config show`)
+and reference (docs/configuration.md generated from the schema). The names callers need are
 imported here: `from tfm.config import Config, load_config`.
 """
 
 from tfm.config.loading import MAX_CONFIG_BYTES, load_config, to_yaml
 from tfm.config.schema import (
+    BACK_TRANSLATION_TAG,
     RECIPE_KEYS,
     SPLITS,
     Config,
@@ -19,11 +20,13 @@ from tfm.config.schema import (
     TokenizerConfig,
     ToyConfig,
     TrainConfig,
+    decoding_fields,
     planned,
 )
 from tfm.config.yaml_reader import read_yaml
 
 __all__ = [
+    "BACK_TRANSLATION_TAG",
     "MAX_CONFIG_BYTES",
     "RECIPE_KEYS",
     "SPLITS",
@@ -35,6 +38,7 @@ __all__ = [
     "TokenizerConfig",
     "ToyConfig",
     "TrainConfig",
+    "decoding_fields",
     "load_config",
     "planned",
     "read_yaml",

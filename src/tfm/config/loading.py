@@ -11,12 +11,13 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tfm.config.schema import Config
+from tfm.config import ranges
+from tfm.config.schema import UNION_TAGS, Config
 from tfm.config.yaml_reader import read_yaml
 from tfm.errors import ConfigError
 
@@ -138,8 +139,12 @@ def apply_override(data: dict, override: str) -> tuple:
 def _describe(
     err: Mapping[str, Any], name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]
 ) -> str:
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    dotted = ".".join(str(p) for p in loc) or "(top level)"
+    loc = tuple(
+        p
+        for p in err["loc"]
+        if not (isinstance(p, str) and (p.startswith("function-") or p in UNION_TAGS))
+    )
+    dotted = key_path(loc)
     where = _where(loc, name, lines, set_lines)
     kind = err["type"]
     if kind == "extra_forbidden":
@@ -148,8 +153,18 @@ def _describe(
     if kind == "value_error":
         message = str(err.get("ctx", {}).get("error", err["msg"]))
         return f"{where}{dotted}: {message}"
+    model = _section_at(loc)
+    said = ranges.message(model.model_fields.get(str(loc[-1])) if model else None, err)
     found = err.get("input")
-    return f"{where}{dotted}: {err['msg'][0].lower()}{err['msg'][1:]} (found {found!r})"
+    return f"{where}{dotted}: {said[0].lower()}{said[1:]} (found {found!r})"
+
+
+def key_path(loc: tuple) -> str:
+    """A key's path as tfm writes it: `data.train[1].format` (list items by index)."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path or "(top level)"
 
 
 def _where(loc: tuple, name: str, lines: dict[tuple, int], set_lines: dict[tuple, str]) -> str:
@@ -168,17 +183,35 @@ def _where(loc: tuple, name: str, lines: dict[tuple, int], set_lines: dict[tuple
 
 def _suggest(loc: tuple) -> str:
     """'; did you mean X?' for a misspelt key, from the fields valid at that place."""
-    model: type[BaseModel] | None = Config
-    for part in loc[:-1]:
-        field = model.model_fields.get(str(part)) if model else None
-        annotation = field.annotation if field else None
-        is_section = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        model = cast(type[BaseModel], annotation) if is_section else None
+    model = _section_at(loc)
     if model is None:
         return ""
     close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
     valid = ", ".join(model.model_fields)
     return f"; did you mean '{close[0]}'?" if close else f"; valid keys: {valid}"
+
+
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The section model a field holds: itself, or the one of a list of them or of a union
+    (`data.train`: one corpus or a list), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (found := section_model(arg)) is not None:
+            return found
+    return None
+
+
+def _section_at(loc: tuple) -> type[BaseModel] | None:
+    """The section model that holds the key at `loc`; None where `loc` is not in a section
+    (an item of a list of sections is in that section)."""
+    model: type[BaseModel] | None = Config
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part)) if model else None
+        model = section_model(field.annotation) if field else None
+    return model
 
 
 def to_yaml(config: Config) -> str:

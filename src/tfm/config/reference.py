@@ -16,23 +16,17 @@ import types
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-import annotated_types
 import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from tfm.config import RECIPE_KEYS, SPLITS, Config
+from tfm.config.loading import section_model
+from tfm.config.ranges import bounds
 
 _RECIPE = {f"{section}.{key}" for section, keys in RECIPE_KEYS.items() for key in keys}
 
 COMMAND = "python -m tfm.config.reference > docs/configuration.md"
-
-_BOUNDS = (
-    (annotated_types.Gt, "gt", ">"),
-    (annotated_types.Ge, "ge", "≥"),
-    (annotated_types.Lt, "lt", "<"),
-    (annotated_types.Le, "le", "≤"),
-)
 
 
 @dataclass(frozen=True)
@@ -79,19 +73,16 @@ def config_keys(root: type[BaseModel] = Config) -> list[Key]:
 
 def _collect_uses(model: type[BaseModel], prefix: str, uses: dict) -> None:
     for name, field in model.model_fields.items():
-        sub = _section_model(field.annotation)
+        sub = section_model(field.annotation)
         if sub is None:
             continue
         path = f"{prefix}.{name}" if prefix else name
+        if get_origin(field.annotation) is list:  # a list of sections: its items' keys
+            path += "[i]"
         first_use = sub not in uses
         uses.setdefault(sub, []).append(path)
         if first_use:
             _collect_uses(sub, path, uses)
-
-
-def _section_model(annotation: Any) -> type[BaseModel] | None:
-    is_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
-    return annotation if is_model else None
 
 
 def _prefix(paths: list[str]) -> str:
@@ -127,8 +118,10 @@ def _type_name(annotation: Any) -> str:
         return _type_name(args[0])
     if origin in (Union, types.UnionType):
         return " or ".join(_type_name(arg) for arg in args)
-    if _section_model(annotation) is not None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "section"
+    if origin is list and section_model(annotation) is not None:
+        return "list of sections"
     if origin is not None:
         return f"{origin.__name__}[{', '.join(_type_name(arg) for arg in args)}]"
     return annotation.__name__
@@ -160,13 +153,7 @@ def _yaml(value: Any) -> str:
 def _bounds(path: str, field: FieldInfo) -> str:
     """Bounds from ge/gt/le/lt, lower first; any other constraint is an error, so that the
     reference never leaves one out."""
-    bounds = []
-    for constraint in field.metadata:
-        rule = next((r for r in _BOUNDS if isinstance(constraint, r[0])), None)
-        if rule is None:
-            raise ValueError(f"{path}: the reference cannot show the constraint {constraint!r}")
-        bounds.append((_BOUNDS.index(rule), f"{rule[2]} {getattr(constraint, rule[1])}"))
-    return " and ".join(text for _, text in sorted(bounds))
+    return " and ".join(f"{symbol} {value}" for symbol, value in bounds(field, path))
 
 
 def _literals(annotation: Any) -> list[Any]:

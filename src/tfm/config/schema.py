@@ -1,19 +1,35 @@
 """The one configuration schema of tfm: every section, key, default, range and description.
 
-Every default lives here. A config file only overrides what it needs; unknown keys, wrong types and
-out-of-range values are errors (`tfm.config.loading` words them).
+Every default lives here, but those of the decoding strategies' settings, which
+`tfm.decoding_options` declares once for the schema, the command line and the server. A config file
+only overrides what it needs; unknown keys, wrong types and out-of-range values are errors
+(`tfm.config.loading` words them).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    create_model,
+    model_validator,
+)
 
+from tfm.decoding_options import (
+    DECODING_SETTINGS,
+    DECODING_STRATEGIES,
+    settings_of,
+    strategy_names,
+)
 from tfm.errors import ConfigError
 from tfm.limits import (
     MAX_BATCH_TOKENS,
-    MAX_BEAM_SIZE,
     MAX_D_FF,
     MAX_D_MODEL,
     MAX_EPOCHS,
@@ -28,6 +44,11 @@ from tfm.limits import (
 )
 
 SPLITS = ("train", "validation", "test")
+# The tag put before the source of every back-translated pair (`data.monolingual`): its source is
+# a machine translation, which the model learns to tell from real text (Caswell et al., 2019).
+BACK_TRANSLATION_TAG = "bt"
+TAG_PATTERN = r"^[a-z0-9][a-z0-9_]{0,15}$"  # a tag's name; its token is `<name>`
+MAX_CORPORA = 64  # in data.train and data.monolingual
 
 Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
 Layers = Annotated[int, Field(ge=1, le=MAX_LAYERS)]  # a stack's depth
@@ -113,6 +134,21 @@ class SourceConfig(StrictModel):
         description="Sentences held out of the training corpus, each with all its pairs "
         "(held_out); null: 5% of the training pairs, at most 1,000.",
     )
+    tag: str | None = Field(
+        None,
+        pattern=TAG_PATTERN,
+        description="Training corpora only: a tag token `<tag>` (reserved in the vocabulary) "
+        "put before every source sentence of this corpus, so that the model tells its pairs "
+        "from the others (`bt`: back-translated pairs, whose sources are machine translations); "
+        "null: none.",
+    )
+    repeat: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="Training corpora only: every pair of this corpus is read this many times "
+        "an epoch (a small corpus upsampled beside a large one).",
+    )
 
     @model_validator(mode="after")
     def _needs(self) -> SourceConfig:
@@ -127,6 +163,8 @@ class SourceConfig(StrictModel):
         }[self.format]
         keys = ("path", "name", "split", "fields", "columns", "pairs")
         ignored = [k for k in keys if k not in used]
+        if self.format == "held_out" and (self.tag or self.repeat != 1):
+            ignored += ["tag" if self.tag else "repeat"]
         if given := [k for k in ignored if getattr(self, k)]:
             raise ValueError(f"{', '.join(given)} has no effect with format '{self.format}'")
         if self.format in ("text", "tsv", "jsonl", "disk") and not self.path:
@@ -161,10 +199,39 @@ def _toy() -> SourceConfig:
 
 
 def _format_of(source: object) -> object:
-    """The `format` of a source as a config gives it (a dict or a SourceConfig), or None."""
+    """The `format` of a source as a config gives it (a dict or a SourceConfig, or the first
+    of a list of them), or None."""
+    if isinstance(source, list):
+        return _format_of(source[0]) if source else None
     if isinstance(source, dict):
         return source.get("format")
     return getattr(source, "format", None)
+
+
+def _one_or_many(value: object) -> str:
+    return "corpora" if isinstance(value, list) else "corpus"
+
+
+# `data.train`: one corpus, or a list of them. The tags name the branch in pydantic's errors,
+# which `loading` leaves out of the key path it shows.
+_Several = Annotated[list[SourceConfig], Field(min_length=1, max_length=MAX_CORPORA)]
+Corpora = Annotated[
+    Annotated[SourceConfig, Tag("corpus")] | Annotated[_Several, Tag("corpora")],
+    Discriminator(_one_or_many),
+]
+UNION_TAGS = ("corpus", "corpora")
+
+
+class MonolingualConfig(StrictModel):
+    """A file of text in one language of the pair, one sentence a line (UTF-8), for
+    back-translation: a model of the reverse direction translates it into synthetic sources,
+    and the pair trains on those synthetic pairs too (`data.monolingual`)."""
+
+    path: str = Field(description="The text file, one sentence a line.")
+    lang: str = Field(
+        description="Its language: the pair's target language (`data.tgt_lang`), whose text "
+        "is back-translated into synthetic sources."
+    )
 
 
 class DataConfig(StrictModel):
@@ -179,7 +246,12 @@ class DataConfig(StrictModel):
     tgt_lang: str = Field(
         "de", description="Language code of the target side; not the same as `src_lang`."
     )
-    train: SourceConfig = Field(default_factory=_toy, description="Source of the training split.")
+    train: Corpora = Field(
+        default_factory=_toy,
+        description="Source of the training split: one corpus, or a list of corpora read one "
+        "after the other (each may take a `tag` and a `repeat`); the first is the pair's own, "
+        "which validation and test are held out of where they are not given.",
+    )
     validation: SourceConfig = Field(
         default_factory=_toy,
         description="Source of the validation split (early stopping, best); not given: held out "
@@ -193,6 +265,14 @@ class DataConfig(StrictModel):
     )
     toy: ToyConfig = Field(
         default_factory=ToyConfig, description="The toy corpus, for sources of format `toy`."
+    )
+    monolingual: list[MonolingualConfig] = Field(
+        default_factory=list,
+        max_length=MAX_CORPORA,
+        description="Files of text in the target language for back-translation: `tfm train` "
+        "trains a model of the reverse direction, translates the text with it into synthetic "
+        "sources and trains the pair on its own pairs and those, each step planned inside "
+        "`train.max_minutes` (docs/recipes.md); empty: none.",
     )
     max_length: int = Field(
         128,
@@ -233,12 +313,53 @@ class DataConfig(StrictModel):
                 given["test"] = {"format": "held_out"}
         return {**values, **{split: v for split, v in given.items() if v is not None}}
 
+    @property
+    def corpora(self) -> list[SourceConfig]:
+        """The training corpora, in the order they are read."""
+        return self.train if isinstance(self.train, list) else [self.train]
+
+    @property
+    def corpus(self) -> SourceConfig:
+        """The pair's own training corpus (the first), which held-out splits come from."""
+        return self.corpora[0]
+
+    def tags(self) -> tuple[str, ...]:
+        """The tags the vocabulary reserves: those the training corpora take, and the
+        back-translation tag where there is monolingual text to back-translate."""
+        tags = {source.tag for source in self.corpora if source.tag}
+        if self.monolingual:
+            tags.add(BACK_TRANSLATION_TAG)
+        return tuple(sorted(tags))
+
     @model_validator(mode="after")
     def _train_is_read(self) -> DataConfig:
-        if self.train.format == "held_out":
+        for i, source in enumerate(self.corpora):
+            key = "data.train" if not isinstance(self.train, list) else f"data.train[{i}]"
+            if source.format == "held_out":
+                raise ValueError(
+                    f"{key}: format 'held_out' is for validation and test, held out of data.train"
+                )
+        if self.corpus.tag:
             raise ValueError(
-                "data.train: format 'held_out' is for validation and test, held out of data.train"
+                "data.train[0]: the first training corpus is the pair's own (validation and test "
+                "are held out of it) and takes no tag; put tagged corpora after it"
             )
+        for split in SPLITS[1:]:
+            source = getattr(self, split)
+            if source.tag or source.repeat != 1:
+                key = "tag" if source.tag else "repeat"
+                raise ValueError(f"data.{split}.{key}: only training corpora take a {key}")
+        for i, text in enumerate(self.monolingual):
+            if text.lang == self.tgt_lang:
+                continue
+            pair = f"{self.src_lang}→{self.tgt_lang}"
+            what = (
+                f"is the source language of {pair}: tfm back-translates text in the target "
+                f"language ('{self.tgt_lang}')"
+                if text.lang == self.src_lang
+                else f"is neither language of the pair {pair}; expected '{self.tgt_lang}'"
+            )
+            raise ValueError(f"data.monolingual[{i}].lang: '{text.lang}' {what}")
         return self
 
 
@@ -265,16 +386,6 @@ class TokenizerConfig(StrictModel):
         description="A character never seen in training encodes as the 256 byte tokens of its "
         "UTF-8 (which count in `vocab_size`) instead of `<unk>`; null: on when some character "
         "occurs only once in the training text and `vocab_size` is at least 2048.",
-    )
-    bpe_dropout: float = Field(
-        0.0,
-        ge=0.0,
-        lt=1.0,
-        description="BPE-dropout: chance to skip each merge when re-segmenting training text each "
-        "epoch; 0: off.",
-    )
-    bpe_dropout_sides: Literal["both", "source", "target"] = Field(
-        "both", description="Which side of the training pairs BPE-dropout re-segments."
     )
     train_sample: int | None = Field(
         200_000,
@@ -502,53 +613,55 @@ class TrainConfig(StrictModel):
         return self
 
 
-class DecodingConfig(StrictModel):
-    """How `tfm eval`, `tfm translate`, `tfm serve` and validation decode: a strategy, chosen by
-    name, with its settings; the output length limit; the batch size.
+def decoding_fields(
+    *, unset: bool = False, ceilings: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """The pydantic fields of the decoding strategy and its settings, from their declarations
+    (`tfm.decoding_options`), in order: `strategy`, then each setting with its type, default,
+    range and description. With `unset`, every default is None (a request's: the server's
+    settings); `ceilings` lowers a setting's upper bound (a server request's beam)."""
+    names = tuple(DECODING_STRATEGIES)
+    fields: dict[str, Any] = {
+        "strategy": (
+            Literal[names] | None,
+            Field(None, description=f"How tokens are chosen: {strategy_names()}."),
+        )
+    }
+    for setting in DECODING_SETTINGS:
+        default = None if unset else setting.default
+        kind = setting.kind if default is not None else setting.kind | None
+        high = (ceilings or {}).get(setting.key, setting.high)
+        field = Field(default, ge=setting.low, le=high, description=setting.describe())
+        fields[setting.key] = (kind, field)
+    return fields
 
-    - `greedy`: the most likely token at each step.
-    - `beam`: §6.1's beam search, `beam_size` prefixes kept at each step, GNMT length penalty.
-    - `sampling`: each token drawn from the model's distribution (`temperature`, `top_k`,
-      `top_p`, `seed`): varied outputs, for back-translation and data augmentation.
-    """
 
-    strategy: Literal["greedy", "beam", "sampling"] | None = Field(
-        None, description="How tokens are chosen: greedy, beam or sampling."
+def _settings(strategy: str) -> str:
+    keys = settings_of(strategy)
+    return f" Settings: {', '.join(f'`{key}`' for key in keys)}." if keys else ""
+
+
+# The strategy and its settings, as a model that `DecodingConfig` extends with what every
+# strategy shares. Its fields are built at run time: to a type checker, any attribute.
+if TYPE_CHECKING:
+
+    class _DecodingStrategy(StrictModel):
+        def __getattr__(self, key: str) -> Any: ...
+
+else:
+    _DecodingStrategy = create_model("DecodingStrategy", __base__=StrictModel, **decoding_fields())
+
+
+class DecodingConfig(_DecodingStrategy):
+    __doc__ = "\n".join(
+        [
+            "How `tfm eval`, `tfm translate`, `tfm serve` and validation decode: a strategy, "
+            "chosen by name, with its settings; the output length limit; the batch size.",
+            "",
+            *(f"- `{name}`: {what}{_settings(name)}" for name, what in DECODING_STRATEGIES.items()),
+        ]
     )
-    beam_size: int | None = Field(
-        None, ge=1, le=MAX_BEAM_SIZE, description="beam: prefixes kept at each step."
-    )
-    length_penalty: float = Field(
-        0.6,
-        ge=0,
-        description="beam: GNMT length penalty α; higher favours longer output.",
-    )
-    temperature: float = Field(
-        1.0,
-        gt=0,
-        description="sampling: the model's log-probabilities are divided by it; below 1 "
-        "sharper (towards greedy), above 1 flatter.",
-    )
-    top_k: int = Field(
-        0,
-        ge=0,
-        le=MAX_VOCAB_SIZE,
-        description="sampling: draw from the k most likely tokens only; 0: from all.",
-    )
-    top_p: float = Field(
-        1.0,
-        gt=0,
-        le=1,
-        description="sampling: draw from the fewest most likely tokens whose probability adds "
-        "up to p (nucleus sampling); 1: from all.",
-    )
-    seed: int | None = Field(
-        None,
-        ge=0,
-        le=MAX_SEED,
-        description="sampling: the same seed draws the same samples for the same input; "
-        "null: new samples each time (a CTranslate2 export samples only so).",
-    )
+
     max_len_a: float = Field(
         1.5, ge=0, le=1000, description="Output limit a · source length + b tokens: the a."
     )

@@ -80,11 +80,15 @@ def yaml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, str):
         return value if _reads_back(value) else json.dumps(value, ensure_ascii=False)
-    if isinstance(value, tuple):
-        value = list(value)
+    if isinstance(value, tuple | list):  # a list of sections (data.train) as their keys set
+        value = [_keys_of(v) if isinstance(v, BaseModel) else v for v in value]
     return yaml.safe_dump(
         value, default_flow_style=True, width=1_000_000, allow_unicode=True
     ).strip()
+
+
+def _keys_of(section: BaseModel) -> dict:
+    return section.model_dump(mode="json", exclude_defaults=True)
 
 
 def _reads_back(text: str) -> bool:

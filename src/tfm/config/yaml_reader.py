@@ -2,7 +2,8 @@
 
 YAML traps handled by `read_yaml`: duplicate keys are an error; `1e-4` is a number (YAML 1.1
 reads it as a string); only `true`/`false` are booleans, so a language code such as `no` stays
-a string. Nesting and alias expansion are bounded, so a hostile file cannot exhaust memory.
+a string; an integer too long for Python's int() is a number out of every key's range. Nesting
+and alias expansion are bounded, so a hostile file cannot exhaust memory.
 """
 
 from __future__ import annotations
@@ -46,6 +47,18 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int | float:
+    """An integer; one of more digits than Python's int() reads (4,300) is read as the float it
+    is near, infinite from 309 digits, which every key's range then refuses by name."""
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        return float(str(loader.construct_scalar(node)).replace("_", ""))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 MAX_YAML_DEPTH = 64  # nested mappings and lists; a config needs about four

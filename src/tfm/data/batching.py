@@ -169,7 +169,7 @@ class TokenBatchSampler:
         self._order: list[int] = order.tolist()
         self._groups = list(zip(starts, [*starts[1:], len(order)], strict=True))
         self._bounds = _cut(sorted_widths.tolist(), max_tokens)
-        if not quiet:  # BPE-dropout builds one sampler an epoch; the plain one has warned
+        if not quiet:  # an epoch transform builds one sampler an epoch; the plain one has warned
             _warn_oversized(widths, max_tokens)
 
     def __len__(self) -> int:

@@ -26,8 +26,7 @@ def both_directions(pairs: Pairs) -> Pairs:
 
 
 class BothDirections:
-    """The epoch transform of the first `epochs` epochs: every pair, and every pair reversed (of
-    the epoch's segmentation, when BPE-dropout comes before it)."""
+    """The epoch transform of the first `epochs` epochs: every pair, and every pair reversed."""
 
     def __init__(self, *, epochs: int) -> None:
         if epochs < 0:

@@ -38,6 +38,7 @@ from tfm.data.formats import (
     tsv_pairs,
 )
 from tfm.data.screening import CharacterScreen, first_lines, report_characters
+from tfm.data.tokenizer import tag_token
 from tfm.errors import DataError
 from tfm.limits import MAX_LINE_CHARS
 from tfm.logs import quieted
@@ -112,16 +113,89 @@ def check_splits_readable(data: DataConfig, splits: Sequence[str]) -> None:
     validation split for another language pair, is named at the start, not after the training
     split has been prepared."""
     for split in splits:
-        source = getattr(data, split)
-        if source.format == "held_out":
-            continue  # read from data.train, which is checked too
-        if source.format == "toy":
-            check_toy_split(data, split)
-        if source.format == "disk":
-            _check_disk_folder(source, key=f"data.{split}")
-        files = files_read(source.format, source.path or "", key=f"data.{split}",
-                           src_lang=data.src_lang, tgt_lang=data.tgt_lang)  # fmt: skip
-        check_files_exist(files)
+        sources = data.corpora if split == "train" else [getattr(data, split)]
+        for i, source in enumerate(sources):
+            key = corpus_key_name(data, i) if split == "train" else f"data.{split}"
+            if source.format == "held_out":
+                continue  # read from data.train, which is checked too
+            if source.format == "toy":
+                check_toy_split(data, split)
+            if source.format == "disk":
+                _check_disk_folder(source, key=key)
+            files = files_read(source.format, source.path or "", key=key,
+                               src_lang=data.src_lang, tgt_lang=data.tgt_lang)  # fmt: skip
+            check_files_exist(files)
+
+
+def corpus_key_name(data: DataConfig, index: int) -> str:
+    """The config key of training corpus `index`: `data.train`, or `data.train[1]` in a list."""
+    return f"data.train[{index}]" if isinstance(data.train, list) else "data.train"
+
+
+def stream_training(
+    data: DataConfig,
+    *,
+    control_chars: str | None = None,
+    hashing: Hashing | None = None,
+    withhold: Withhold | None = None,
+) -> tuple[Iterator[list[tuple[str, str]]], Callable[[], LoadReport]]:
+    """The training split's cleaned pairs a list at a time (`stream_split`), corpus after corpus
+    of `data.train`: each read `repeat` times, its sources after its tag (`<bt> …`). The second
+    is the one load report of them all, once every pair is read. Each file's bytes are told to
+    `hashing` once, and each corpus is screened (`control_chars`) once."""
+    sources = data.corpora
+    langs = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
+    if len(sources) == 1 and sources[0].repeat == 1 and not sources[0].tag:
+        stream, cleaner = stream_split(
+            sources[0], split="train", toy=data.toy, hashing=hashing,
+            control_chars=control_chars, withhold=withhold, **langs,
+        )  # fmt: skip
+        return stream, cleaner.report
+    cleaners: list[Cleaner] = []
+
+    def chunks() -> Iterator[list[tuple[str, str]]]:
+        hashed: set[str] = set()
+        for source in sources:
+            files = files_read(source.format, source.path or "", key="", **langs)
+            told = hashing if not hashed.intersection(str(f) for f, _ in files) else None
+            hashed.update(str(f) for f, _ in files)
+            prefix = f"{tag_token(source.tag)} " if source.tag else ""
+            for n in range(source.repeat):
+                stream, cleaner = stream_split(
+                    source, split="train", toy=data.toy, withhold=withhold,
+                    hashing=told if n == 0 else None,
+                    control_chars=control_chars if n == 0 else None, **langs,
+                )  # fmt: skip
+                for chunk in stream:
+                    yield [(prefix + src, tgt) for src, tgt in chunk] if prefix else chunk
+                if n == 0:
+                    cleaners.append(cleaner)
+
+    def report() -> LoadReport:
+        return merged_report([cleaner.report() for cleaner in cleaners], sources)
+
+    return chunks(), report
+
+
+def merged_report(reports: Sequence[LoadReport], sources: Sequence[SourceConfig]) -> LoadReport:
+    """One load report for the training corpora read one after another, each as often as its
+    `repeat` says; where more than one was read, lines are not named (they are each file's)."""
+    origins = [
+        report.origin + (f" ×{s.repeat}" if s.repeat > 1 else "") + (f" <{s.tag}>" if s.tag else "")
+        for report, s in zip(reports, sources, strict=True)
+    ]
+    merged = LoadReport(split="train", origin=" + ".join(origins), read=0, kept=0,
+                        unit=reports[0].unit)  # fmt: skip
+    for report, source in zip(reports, sources, strict=True):
+        merged.read += report.read * source.repeat
+        merged.kept += report.read * source.repeat
+        for reason, n in report.dropped.items():
+            merged.drop(reason, n * source.repeat)
+    if len(reports) == 1:
+        merged.first, merged.skipped = dict(reports[0].first), list(reports[0].skipped)
+    characters = [report.characters for report in reports if report.characters]
+    merged.characters = characters[0] if characters else None
+    return merged
 
 
 def load_split(
@@ -380,12 +454,12 @@ def check_toy_split(data: DataConfig, split: str) -> None:
     toy's, or the model trains on another corpus (toy sentences would score it on a grammar it
     never saw: what `tfm eval` of a config that names no test split would do)."""
     _check_toy_languages(split, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
-    if split != "train" and data.train.format != "toy":
+    if split != "train" and data.corpus.format != "toy":
         instead = " (or score files: tfm eval --src FILE --ref FILE)" if split == "test" else ""
         raise DataError(
             f"data.{split} is the built-in toy corpus (what a config that names no {split} split "
             f"gets beside a validation split), which can only {split} a model trained on it, "
-            f"not on data.train's '{data.train.format}' source: give data.{split} in the "
+            f"not on data.train's '{data.corpus.format}' source: give data.{split} in the "
             f"config{instead}"
         )
 

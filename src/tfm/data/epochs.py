@@ -1,11 +1,11 @@
 """What each training epoch trains on: the training split's pairs, changed by the epoch transforms
 in one list, then cut into token-budget batches (`batching.TokenBatchSampler`).
 
-An epoch transform changes an epoch's pairs before batching: BPE-dropout re-segments them
-(`bpe_dropout.BpeDropout`), bidirectional training adds each pair reversed
-(`bidirectional.BothDirections`). `EpochPlan` applies the transforms active in an epoch, in list
-order, and batches the result for that epoch; the training loop and its progress bar only ask it
-for "the data of epoch e" and "how many batches epochs have", and never name a transform.
+An epoch transform changes an epoch's pairs before batching: bidirectional training adds each
+pair reversed (`bidirectional.BothDirections`). `EpochPlan` applies the transforms active in an
+epoch, in list order, and batches the result for that epoch; the training loop and its progress
+bar only ask it for "the data of epoch e" and "how many batches epochs have", and never name a
+transform.
 
 Every epoch is a pure function of (seed, epoch): transforms draw from their own seeded
 generators and batching shuffles with `TokenBatchSampler`'s, never from the global ones, so a run
@@ -23,10 +23,8 @@ from typing import Protocol
 from tfm.config import Config, planned
 from tfm.data.batching import EpochData, Pairs, TokenBatchSampler
 from tfm.data.bidirectional import BothDirections
-from tfm.data.bpe_dropout import BpeDropout
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.ragged import lengths_of
-from tfm.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +68,11 @@ class EpochPlan:
         self._last: tuple[int, EpochData] | None = None
 
     @classmethod
-    def from_config(cls, config: Config, split: EncodedSplit, tokenizer: Tokenizer) -> EpochPlan:
-        """The plan of a run: BPE-dropout when `tokenizer.bpe_dropout` > 0, then both directions
-        in the first `train.bidirectional_epochs` epochs."""
-        t, tok = config.train, config.tokenizer
+    def from_config(cls, config: Config, split: EncodedSplit) -> EpochPlan:
+        """The plan of a run: both directions in the first `train.bidirectional_epochs` epochs."""
+        t = config.train
         max_tokens = planned(t.max_tokens, "train.max_tokens")
         transforms: list[EpochTransform] = []
-        if tok.bpe_dropout > 0:
-            transforms.append(BpeDropout(
-                split, tokenizer, p=tok.bpe_dropout, seed=t.seed, max_tokens=max_tokens,
-                max_length=config.data.max_length, sides=tok.bpe_dropout_sides,
-            ))  # fmt: skip
         if t.bidirectional_epochs > 0:
             transforms.append(BothDirections(epochs=t.bidirectional_epochs))
         return cls(split, max_tokens=max_tokens, seed=t.seed, transforms=transforms)
@@ -121,8 +113,8 @@ class EpochPlan:
         """The number of batches of each of `epochs`, e.g. for a progress bar's total.
 
         Epochs with the same transforms active count the same batches when the transforms keep
-        the pairs' lengths from epoch to epoch (both directions); a re-segmenting one
-        (BPE-dropout) changes them slightly, and one epoch stands for all of its kind: the first
+        the pairs' lengths from epoch to epoch (both directions); one that re-segmented the
+        text would change them slightly, and one epoch stands for all of its kind: the first
         at or after `near`, else the last before it. The epoch `near` is built last, so that it
         is the one kept for the loop.
         """

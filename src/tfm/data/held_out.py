@@ -109,7 +109,8 @@ def withhold(data: DataConfig) -> Withhold | None:
 def _identity(data: DataConfig, splits: tuple[str, ...]) -> str:
     """What decides the held-out pairs: the training source, the sizes asked for, and the
     training files as they are now (a file written since is read again)."""
-    files = files_read(data.train.format, data.train.path or "", key="data.train",
+    corpus = data.corpus
+    files = files_read(corpus.format, corpus.path or "", key="data.train",
                        src_lang=data.src_lang, tgt_lang=data.tgt_lang)  # fmt: skip
     stats = []
     for path, _ in files:
@@ -121,7 +122,7 @@ def _identity(data: DataConfig, splits: tuple[str, ...]) -> str:
     asked = {split: getattr(data, split).pairs for split in splits}
     langs = (data.src_lang, data.tgt_lang)
     toy = data.toy.model_dump_json()
-    return repr((data.train.model_dump_json(), langs, toy, asked, stats))
+    return repr((corpus.model_dump_json(), langs, toy, asked, stats))
 
 
 def _hold_out(data: DataConfig, splits: tuple[str, ...]) -> HeldOut:
@@ -131,7 +132,7 @@ def _hold_out(data: DataConfig, splits: tuple[str, ...]) -> HeldOut:
     heaps: dict[str, list[int]] = {split: [] for split in splits}  # negated: the largest on top
     kept: dict[int, dict[Pair, int]] = {}  # hash -> its distinct pairs, with their index
     stream, cleaner = stream_split(
-        data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
+        data.corpus, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
     )
     index = 0
     with tqdm(desc="holding out", unit=" pairs", unit_scale=True, leave=False,

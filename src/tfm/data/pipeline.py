@@ -14,7 +14,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tfm.config import DataConfig, TokenizerConfig, planned
-from tfm.data.corpus import LoadReport, check_splits_readable, check_toy_split, load_split
+from tfm.data.corpus import (
+    LoadReport,
+    check_splits_readable,
+    check_toy_split,
+    load_split,
+    stream_training,
+)
 from tfm.data.held_out import held_out, withhold
 from tfm.data.interruptible import interruptibly
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
@@ -51,6 +57,12 @@ def check_splits(data: DataConfig, splits: Sequence[str]) -> None:
 def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], LoadReport]:
     """Read one split's sentence pairs as two aligned lists, with its load report; the training
     split without the pairs held out of it, a held-out split from the training corpus."""
+    if split == "train":
+        stream, report_of = stream_training(
+            config, control_chars=config.control_chars, withhold=withhold(config)
+        )
+        pairs = [pair for chunk in stream for pair in chunk]
+        return [src for src, _ in pairs], [tgt for _, tgt in pairs], report_of()
     source = getattr(config, split)
     if source.format == "held_out":
         try:
@@ -64,14 +76,16 @@ def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], Lo
         check_toy_split(config, split)
     texts, report = load_split(
         source, split=split, src_lang=config.src_lang, tgt_lang=config.tgt_lang, toy=config.toy,
-        control_chars=config.control_chars, withhold=withhold(config) if split == "train" else None,
+        control_chars=config.control_chars,
     )  # fmt: skip
     return texts["src"][:], texts["tgt"][:], report
 
 
-def fit_tokenizer(src: list[str], tgt: list[str], config: TokenizerConfig) -> Tokenizer:
-    """Train the BPE tokenizer on the training sentences (interruptible by SIGINT and SIGTERM:
-    `tfm.data.interruptible`)."""
+def fit_tokenizer(
+    src: list[str], tgt: list[str], config: TokenizerConfig, *, tags: Sequence[str] = ()
+) -> Tokenizer:
+    """Train the BPE tokenizer on the training sentences, reserving `tags` (interruptible by
+    SIGINT and SIGTERM: `tfm.data.interruptible`)."""
     work = functools.partial(
         train_tokenizer,
         src,
@@ -80,6 +94,7 @@ def fit_tokenizer(src: list[str], tgt: list[str], config: TokenizerConfig) -> To
         min_frequency=config.min_frequency,
         joint=config.joint,
         byte_fallback=config.byte_fallback,
+        tags=tags,
     )
     return interruptibly(work)
 
@@ -126,7 +141,7 @@ def prepare_splits(
     if tokenizer is None:
         if "train" not in raw:
             raise ValueError("a tokenizer is needed when the training split is not loaded")
-        tokenizer = fit_tokenizer(raw["train"][0], raw["train"][1], tokenizer_config)
+        tokenizer = fit_tokenizer(*raw["train"][:2], tokenizer_config, tags=data.tags())
     encoded = {
         name: encode_split(
             name,

@@ -25,6 +25,9 @@ Pipeline, chosen so that `decode(encode(text))` gives back natural text:
   from their endings ("知 らせを"); docs/experiments.md has the measurements.
 - special tokens `<pad>`, `<s>`, `</s>`, `<unk>` have the fixed ids 0-3 and exist only as ids:
   the literal text "<s>" in a sentence is ordinary characters, never the BOS id.
+- tags (`tags`, e.g. `<bt>` before the source of a back-translated pair) are reserved tokens
+  after the specials and bytes, on the source side: tfm puts "<bt> " before a sentence, and the
+  text "<bt>" always encodes as the tag's one id. Decoding drops them, so no output shows one.
 
 File: `tokenizer.json` is ONE file for both layouts, a wrapper (see `save`) holding standard
 `tokenizers` JSON objects under "shared" (joint) or "src" and "tgt" (separate).
@@ -103,6 +106,11 @@ def wants_byte_fallback(texts: Iterable[str], alphabet: Iterable[str], vocab_siz
     return any(not c.isspace() for c in once) or next(unseen, None) is not None
 
 
+def tag_token(name: str) -> str:
+    """The token of the tag `name`: `<bt>` for `bt`."""
+    return f"<{name}>"
+
+
 def _train_one(
     texts: Sequence[str],
     side: str,
@@ -111,6 +119,7 @@ def _train_one(
     min_frequency: int,
     alphabet: Sequence[str] = (),
     byte_fallback: bool | None,
+    tags: Sequence[str] = (),
     progress: bool = False,
 ) -> HfTokenizer:
     n_lines = len(texts)
@@ -119,27 +128,29 @@ def _train_one(
     if byte_fallback is None:
         byte_fallback = wants_byte_fallback(texts, alphabet, vocab_size)
     bytes_ = BYTE_TOKENS if byte_fallback else ()
+    tag_tokens = [tag_token(name) for name in tags]
     tok = untrained(byte_fallback=byte_fallback)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=[*SPECIAL_TOKENS, *bytes_],  # ids 0-3, then the bytes' 4-259
+        special_tokens=[*SPECIAL_TOKENS, *bytes_, *tag_tokens],  # ids 0-3, bytes 4-259, tags
         show_progress=progress,
         initial_alphabet=list(alphabet),  # [] is the trainer's default
     )
     tok.train_from_iterator(texts, trainer, length=n_lines)
     if tok.get_vocab_size() > vocab_size:  # the trainer keeps every character, whatever the size
-        fixed = len(SPECIAL_TOKENS) + len(bytes_)
+        fixed = len(SPECIAL_TOKENS) + len(bytes_) + len(tag_tokens)
         with_bytes = f" and the {len(bytes_)} byte tokens" if bytes_ else ""
+        with_bytes += f" and {len(tag_tokens)} tag(s)" if tag_tokens else ""
         raise DataError(
             f"vocab_size={vocab_size} is too small: the {side} text has "
             f"{tok.get_vocab_size() - fixed} distinct characters, which with the "
             f"{len(SPECIAL_TOKENS)} special tokens{with_bytes} need at least "
             f"{tok.get_vocab_size()}"
         )
-    # Specials and bytes stay in the vocabulary but are not matched in input text.
+    # Specials and bytes stay in the vocabulary but are not matched in input text; tags are.
     spec = json.loads(tok.to_str())
-    spec["added_tokens"] = []
+    spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] in tag_tokens]
     return HfTokenizer.from_str(json.dumps(spec, ensure_ascii=False))
 
 
@@ -152,6 +163,7 @@ def train_tokenizer(
     joint: bool = True,
     alphabets: Mapping[str, Sequence[str]] | None = None,
     byte_fallback: bool | None = None,
+    tags: Sequence[str] = (),
     progress: bool = False,
 ) -> Tokenizer:
     """Train BPE on the training split; deterministic for the same texts and settings.
@@ -160,9 +172,12 @@ def train_tokenizer(
     may lack: those of a whole corpus when BPE learns from a sample of it
     (`tfm.data.cache.entry_writer`).
     `byte_fallback` None decides it per vocabulary by `wants_byte_fallback`.
+    `tags` are names of tags the source side reserves (module docstring).
     `progress` shows the `tokenizers` trainer's own progress bars on stderr.
     """
     alphabets = alphabets or {"src": (), "tgt": ()}
+    if tags:  # the trainer would learn merges of a tag's characters: it learns the text only
+        src_texts = untagged(src_texts, tags)
     if min_frequency < 1:
         raise ValueError(f"min_frequency={min_frequency} must be at least 1")
     start = time.perf_counter()
@@ -175,6 +190,7 @@ def train_tokenizer(
             min_frequency=min_frequency,
             alphabet=sorted({*alphabets["src"], *alphabets["tgt"]}),
             byte_fallback=byte_fallback,
+            tags=tags,
             progress=progress,
         )
         result = Tokenizer(src=shared, tgt=shared)
@@ -187,6 +203,7 @@ def train_tokenizer(
                 min_frequency=min_frequency,
                 alphabet=alphabets[side],
                 byte_fallback=byte_fallback,
+                tags=tags if side == "src" else (),
                 progress=progress,
             )
             for texts, name, side in ((src_texts, "source", "src"), (tgt_texts, "target", "tgt"))
@@ -201,6 +218,17 @@ def train_tokenizer(
         time.perf_counter() - start,
     )
     return result
+
+
+def untagged(texts: Sequence[str], tags: Sequence[str]) -> list[str]:
+    """`texts` without the tag (of `tags`) that starts some of them, and the space after it."""
+    tokens = tuple(tag_token(name) for name in tags)
+    return [_after_tag(text, tokens) if text.startswith(tokens) else text for text in texts]
+
+
+def _after_tag(text: str, tokens: tuple[str, ...]) -> str:
+    token = next(token for token in tokens if text.startswith(token))
+    return text[len(token) :].lstrip(" ")
 
 
 class Tokenizer:
@@ -222,8 +250,18 @@ class Tokenizer:
         return self._tgt.get_vocab_size()
 
     @property
+    def tags(self) -> tuple[str, ...]:
+        """The names of the tags the source side reserves (`bt` for `<bt>`), in id order."""
+        return tuple(token[1:-1] for _, token in sorted(_tag_tokens(self._src).items()))
+
+    def tag_id(self, name: str) -> int:
+        """The id of the tag `name`; KeyError where the vocabulary does not reserve it."""
+        found = {token: i for i, token in _tag_tokens(self._src).items()}
+        return found[tag_token(name)]
+
+    @property
     def bpe_models(self) -> tuple[HfTokenizer, HfTokenizer]:
-        """The source and target `tokenizers` objects (the same one when joint), for BPE-dropout."""
+        """The source and target `tokenizers` objects (the same one when joint)."""
         return self._src, self._tgt
 
     # --- text <-> ids -------------------------------------------------------------------------
@@ -263,6 +301,8 @@ class Tokenizer:
             "specials": list(SPECIAL_TOKENS),
             "vocabularies": {name: _tokens_by_id(tok) for name, tok in sides.items()},
         }
+        if self.tags:  # matched in text as well as held in the vocabulary
+            content["tags"] = list(self.tags)
         canonical = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -321,6 +361,11 @@ def _from_json(spec: object) -> HfTokenizer:
     return tok
 
 
+def _tag_tokens(tok: HfTokenizer) -> dict[int, str]:
+    """The tags `tok` matches in text, by id: its only added tokens (see `_train_one`)."""
+    return {i: added.content for i, added in tok.get_added_tokens_decoder().items()}
+
+
 def _has_bytes(tok: HfTokenizer) -> bool:
     return bool(json.loads(tok.to_str())["model"].get("byte_fallback"))
 
@@ -350,6 +395,6 @@ def _encode(tok: HfTokenizer, texts: Sequence[str], side: str) -> list[list[int]
 
 
 def _decode(tok: HfTokenizer, ids: Sequence[Sequence[int]]) -> list[str]:
-    framing = (PAD_ID, BOS_ID, EOS_ID)
+    framing = {PAD_ID, BOS_ID, EOS_ID, *_tag_tokens(tok)}  # no output shows a tag
     kept = [[i for i in map(int, seq) if i not in framing] for seq in ids]
     return tok.decode_batch(kept, skip_special_tokens=False)

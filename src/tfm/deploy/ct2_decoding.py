@@ -8,7 +8,8 @@ and each strategy maps onto CTranslate2's options (`ct2_search`) as follows.
   log P(Y | X), as tfm's): the same search.
 - Sampling is CTranslate2's random sampling: `sampling_temperature`, `sampling_topk` and
   `sampling_topp` reshape the distribution in tfm's order (temperature, the top k, then the top
-  p), a sample scores log P(Y | X) under the model, and an n-best list is that many samples.
+  p; a top k of the vocabulary or more is all of it, as in tfm), a sample scores log P(Y | X)
+  under the model, and an n-best list is that many samples.
   Its random stream belongs to each worker thread, seeded when the translator starts: it cannot
   repeat a call's samples, so a `seed` is refused.
 - Output limit: tfm allows floor(a * S + b) tokens, EOS included, clamped to [1, max_len], for
@@ -109,6 +110,8 @@ def translate_nbest_ids(
     no scores to rank skips computing them and every score is NaN. UsageError for a strategy
     CTranslate2 cannot decode with."""
     options, rescore = ct2_search(settings.strategy, n_best)
+    if options.get("sampling_topk", 0) >= model.tokenizer.tgt_vocab_size:
+        options["sampling_topk"] = 0  # all tokens: CTranslate2 refuses more than it has
     scored = with_scores or rescore is not None
     pieces, groups = _by_output_limit(model, sources, settings)
     pending = []

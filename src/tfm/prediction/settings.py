@@ -17,14 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfm.config import DecodingConfig
-from tfm.prediction.strategies import (
-    SEARCH_KEYS,
-    Spelling,
-    Strategy,
-    checked,
-    option_name,
-    strategy_for,
-)
+from tfm.decoding_options import SEARCH_KEYS, option_name
+from tfm.prediction.strategies import Spelling, Strategy, checked, strategy_for
 
 if TYPE_CHECKING:
     import torch

@@ -4,7 +4,8 @@ settings, chosen by name: `decoding.strategy` in the config, `--strategy` on the
 
 A strategy searches with tfm's own model (`searcher`, over `tfm.transformer`'s search functions);
 the CTranslate2 engine maps it onto its own options (`tfm.deploy.ct2_decoding`). A new strategy is
-a class here, its keys in the schema's `decoding` section, and its mapping there (or a refusal).
+a class here, its name and settings in `tfm.decoding_options` (from which the schema, the command
+line and the server take them), and its mapping there (without one, an export refuses it).
 Importing this module does not import torch: an export decodes without it.
 """
 
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ValidationError
 
-from tfm.config import RECIPE_KEYS, DecodingConfig, planned
+from tfm.config import RECIPE_KEYS, DecodingConfig, planned, ranges
 from tfm.data.tokenizer import BOS_ID, EOS_ID
+from tfm.decoding_options import DECODING_STRATEGIES, SEARCH_KEYS, option_name, settings_of
 from tfm.errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,19 +35,18 @@ Search = Callable[["Decodable", "torch.Tensor", "LengthLimit", int], list[list["
 Spelling = Callable[[str], str]  # a decoding key as the user writes it: "--beam-size"
 
 
-def option_name(key: str) -> str:
-    """A decoding key as the command line spells it: beam_size -> --beam-size."""
-    return "--" + key.replace("_", "-")
-
-
 class Strategy(ABC):
-    """One way of choosing output tokens, with its settings (`keys`: the decoding config keys it
-    reads, its fields). `lists`: whether it finds several hypotheses of a source (an n-best
-    list) or one."""
+    """One way of choosing output tokens, with its settings (`keys`: the decoding config keys
+    `tfm.decoding_options` declares for its name, its fields). `lists`: whether it finds several
+    hypotheses of a source (an n-best list) or one."""
 
     name: ClassVar[str]
     keys: ClassVar[tuple[str, ...]] = ()
     lists: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.keys = settings_of(cls.name)
 
     @classmethod
     def from_config(cls, decoding: DecodingConfig) -> Strategy:
@@ -108,7 +109,6 @@ class BeamSearch(Strategy):
     the n-best list, scored log P(Y | X) / GNMT's length penalty (alpha `length_penalty`)."""
 
     name = "beam"
-    keys = ("beam_size", "length_penalty")
     beam_size: int
     length_penalty: float
 
@@ -143,7 +143,6 @@ class Sampling(Strategy):
     without, new ones."""
 
     name = "sampling"
-    keys = ("temperature", "top_k", "top_p", "seed")
     temperature: float
     top_k: int
     top_p: float
@@ -178,7 +177,7 @@ class Sampling(Strategy):
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (GreedySearch, BeamSearch, Sampling)
 }
-SEARCH_KEYS = ("strategy", *(key for cls in STRATEGIES.values() for key in cls.keys))
+assert list(STRATEGIES) == list(DECODING_STRATEGIES), "a class for each strategy declared"
 
 
 def strategy_for(
@@ -223,7 +222,8 @@ def checked(asked: Mapping[str, Any], spell: Spelling = option_name) -> dict[str
     except ValidationError as exc:
         error = exc.errors()[0]
         key = str(error["loc"][0])
-        raise UsageError(f"{spell(key)} {given.get(key)}: {error['msg']}") from None
+        said = ranges.message(DecodingConfig.model_fields.get(key), error)
+        raise UsageError(f"{spell(key)} {given.get(key)}: {said}") from None
     asked_strategy(given, spell)
     return given
 

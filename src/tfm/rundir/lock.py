@@ -6,7 +6,8 @@ left by a killed process is simply taken by the next run; a second `tfm train` (
 or `--overwrite`) while the first is alive is refused with the holder's PID. The lock file itself
 stays (removing it would let two processes lock two different files). Holding the lock, a run
 removes the temporary files that writers killed mid-write left behind. Under torchrun only process
-0 takes it (`tfm.training.distributed`).
+0 takes it (`tfm.training.distributed`). A process that holds a directory's lock may ask for it
+again (a back-translation run holds it across its phases, the last of which trains there).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tfm.failure import write_failure
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+_held: set[Path] = set()  # the directories whose lock this process holds
 
 
 @contextlib.contextmanager
@@ -33,6 +35,10 @@ def run_lock(root: Path) -> Iterator[None]:
     """Hold `root`'s lock (creating `root` if needed) while the body runs; RunInUseError when a
     live process holds it. A `root` it created and left empty is removed again."""
     root = Path(root)
+    key = root.resolve()
+    if key in _held:  # held further up this process's stack
+        yield
+        return
     created = not root.exists()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -43,11 +49,14 @@ def run_lock(root: Path) -> Iterator[None]:
     try:
         _take(fd, root)
         held = True
+        _held.add(key)
         remove_temp_files(root)
         if (root / "checkpoints").is_dir():
             remove_temp_files(root / "checkpoints")
         yield
     finally:
+        if held:
+            _held.discard(key)
         if held and created and not holds_run_files(root):  # e.g. --resume of a run never begun
             (root / LOCK_FILE).unlink(missing_ok=True)
             root.rmdir()

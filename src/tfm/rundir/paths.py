@@ -14,6 +14,11 @@
                          best.pt (tfm.prediction.confidence)
       .lock              held by the process training in it; holds its PID (tfm.rundir.lock)
 
+A run with monolingual text (`data.monolingual`) holds beside these the phases before it
+(tfm.commands.backtranslated): backtranslation.json (its plan and where each phase stands),
+reverse/ (the reverse model's run), reverse-averaged/ (its last checkpoints averaged) and
+synthetic.tsv (the synthetic corpus: a generated source, a tab, the monolingual line).
+
 The run most recently trained from a directory is remembered in `.tfm/last_run` there, so that
 `tfm train && tfm eval && tfm translate` works without naming the run. A folder `tfm export`
 wrote holds `tfm_export.json` instead (`is_export`), so commands can tell the two apart.
@@ -30,6 +35,7 @@ from tfm.errors import UsageError
 from tfm.rundir.manifest import COVERED, check_manifest
 
 LAST_RUN_FILE = Path(".tfm") / "last_run"
+BACKTRANSLATION_FILES = ("backtranslation.json", "reverse", "reverse-averaged", "synthetic.tsv")
 EXPORT_MARKER = "tfm_export.json"  # the file that makes a folder a CTranslate2 export (tfm.deploy)
 
 

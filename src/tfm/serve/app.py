@@ -31,13 +31,14 @@ from tfm.errors import TfmError, UsageError
 from tfm.prediction.strategies import SEARCH_KEYS
 from tfm.prediction.translator import Translator, empty_output
 from tfm.serve.attention_answer import attention_task
-from tfm.serve.batch_worker import BatchWorker, QueueFull, WorkerStopped
+from tfm.serve.batch_worker import BatchWorker, Busy, QueueFull, WorkerStopped
 from tfm.serve.bodies import ApiError, AttentionBody, TranslateBody, read_body
 from tfm.serve.http_guard import LOOPBACK_NAMES, Guard
 from tfm.serve.page_assets import load_page
 from tfm.serve.request_limits import ServeLimits
 from tfm.serve.request_work import Work, check_work, tokenized
 from tfm.serve.server_info import server_info
+from tfm.serve.server_log import EVERY_LINE
 from tfm.serve.work_share import Job, Options
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def create_app(
     def logged(endpoint: str, said: object, answered: object) -> None:
         if log_text:
             log.info("%s: %s -> %s", endpoint, json.dumps(said, ensure_ascii=False),
-                     json.dumps(answered, ensure_ascii=False))  # fmt: skip
+                     json.dumps(answered, ensure_ascii=False), extra=EVERY_LINE)  # fmt: skip
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> Response:
@@ -172,6 +173,14 @@ async def _answer(
             503,
             f"the server is busy ({limits.max_queue} requests waiting); try again shortly",
             {"Retry-After": "1"},
+        ) from None
+    except Busy as exc:  # refused before any work: it could not be answered in time
+        raise ApiError(
+            503,
+            f"the server is busy: the work queued ahead of this request would take about "
+            f"{exc.wait_s:.1f} s, more than the {exc.allowed_s:.1f} s its {limits.timeout_s:g} s "
+            f"timeout leaves for waiting; try again in {exc.retry_after_s} s",
+            {"Retry-After": str(exc.retry_after_s)},
         ) from None
     except TimeoutError:
         job.abandoned = True

@@ -3,10 +3,17 @@ batch, so throughput grows with load while one request alone waits only `batch_w
 
 Requests come as `Job`s of framed sources (tokenized once, by the caller). With nothing to
 do, the worker waits for a job, then gathers more for `batch_wait_ms` or until they hold
-`batch_tokens` of work; each batch is chosen by `tfm.serve.work_share.next_batch` (the least
-served requests first, a heavy one in slices) and decoded with one call of the translator per
-distinct set of decoding options. Between batches it drops the jobs whose caller stopped
-waiting or whose deadline passed.
+`batch_tokens` of work; each batch is chosen by `tfm.serve.work_share.next_batch` (the
+requests with the least work left first, a heavy one in slices) and decoded with one call of
+the translator per distinct set of decoding options. Between batches it drops the jobs whose
+caller stopped waiting or whose deadline passed.
+
+Work that cannot be finished before its deadline is not started. The worker measures its speed
+(beam × tokens a second) on its batches, and the order of the batches is known
+(`tfm.serve.work_share.work_until_done`): a request that would not be answered in time after
+the work ahead of it, that wait counted `MARGIN` longer, is refused with `Busy` when it is
+submitted, and so is one not started yet whose turn has moved past its deadline (lighter
+requests cut in, or the machine slowed down), rather than decoded and timed out late.
 
 A failure is the failing request's alone: a batch that fails is decoded again request by
 request, and the request that fails alone gets the exception (logged, unless it is a
@@ -20,22 +27,42 @@ stopping never waits for room.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 from tfm.errors import TfmError
 from tfm.prediction.translator import Translator
 from tfm.serve.request_limits import ServeLimits
-from tfm.serve.work_share import Job, Part, next_batch
+from tfm.serve.work_share import Job, Part, next_batch, work_until_done
 
 log = logging.getLogger(__name__)
+
+MEASURED = 32  # the batches the speed is measured on, the last ones
+# How much longer than estimated a request's wait is counted when it is admitted: the speed is
+# that of recent batches, and a machine shared with other work may be slower meanwhile.
+MARGIN = 0.5
 
 
 class QueueFull(Exception):
     """`max_queue` requests are in the worker already."""
+
+
+class Busy(Exception):
+    """The work ahead of a request would not let it be answered in time: it would wait `wait_s`
+    seconds for it, and its deadline leaves `allowed_s` for waiting."""
+
+    def __init__(self, wait_s: float, allowed_s: float) -> None:
+        super().__init__(f"it would wait {wait_s:.1f} s, {allowed_s:.1f} s allowed")
+        self.wait_s, self.allowed_s = wait_s, max(allowed_s, 0.0)
+
+    @property
+    def retry_after_s(self) -> int:
+        """Whole seconds until the work ahead leaves it time, at least 1."""
+        return max(math.ceil(self.wait_s - self.allowed_s), 1)
 
 
 class WorkerStopped(Exception):
@@ -51,14 +78,20 @@ class BatchWorker:
         self.wait_s = limits.batch_wait_ms / 1000
         self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.active: list[Job] = []  # taken from the inbox, not finished
-        self.pending = 0  # jobs submitted and not finished
+        self.jobs: list[Job] = []  # submitted, not finished (in the inbox or active)
         self.lock = threading.Lock()
         self.stopping = False
         self.failure: str | None = None  # why the thread ended, if it failed
-        self.speed: float | None = None  # work a second, the best of recent batches
+        self.speed: float | None = None  # work a second, of the recent batches
+        self.measured: deque[tuple[int, float]] = deque(maxlen=MEASURED)  # (work, seconds)
         self.thread = threading.Thread(target=self._run, name="tfm-model-worker", daemon=True)
         self.batches = 0  # decoding calls so far
         self.sentences = 0  # sentences decoded so far
+
+    @property
+    def pending(self) -> int:
+        """Requests submitted and not finished."""
+        return len(self.jobs)
 
     @property
     def alive(self) -> bool:
@@ -76,13 +109,19 @@ class BatchWorker:
     def submit(self, job: Job) -> None:
         """Hand `job` to the worker (from the asyncio loop); its `future` gets the result: per
         source its n-best list (one translation without `n_best`) of (text, score, confidence);
-        or `task()`'s result."""
+        or `task()`'s result. Raises `QueueFull`, or `Busy` when the work ahead would not let it
+        be answered in time."""
         if not self.alive:
             raise WorkerStopped(self.failure or "the server is stopping")
         with self.lock:
-            if self.pending >= self.max_queue:
+            if len(self.jobs) >= self.max_queue:
                 raise QueueFull
-            self.pending += 1
+            if self.speed is not None:
+                done = dict(work_until_done([*self.jobs, job]))[job]
+                busy = self._late(job, done, time.monotonic(), MARGIN)
+                if busy is not None:
+                    raise busy
+            self.jobs.append(job)
         self.inbox.put(job)
         if not self.thread.is_alive():  # it ended meanwhile: nobody else will answer
             self._fail_waiting()
@@ -91,7 +130,7 @@ class BatchWorker:
         try:
             while True:
                 self._collect()
-                self._drop_expired()
+                self._drop_late()
                 if self.active:
                     self._decode(next_batch(self.active, self.budget))
                 elif self.stopping:
@@ -127,10 +166,29 @@ class BatchWorker:
         else:
             self.active.append(job)
 
-    def _drop_expired(self) -> None:
+    def _drop_late(self) -> None:
+        """Drop the jobs whose caller stopped waiting or whose deadline passed, and refuse
+        those not started whose turn comes too late (those started go on: what was decoded of
+        them would be lost)."""
         now = time.monotonic()
         for job in [job for job in self.active if job.abandoned or now > job.deadline]:
             self._finish(job, TimeoutError(), failed=True)
+        if self.speed is None:
+            return
+        refused = 0  # work of jobs refused here: those after them are done sooner
+        for job, done in work_until_done(self.active):
+            busy = self._late(job, done - refused, now, 0.0) if job.served == 0 else None
+            if busy is not None:
+                refused += job.left
+                self._finish(job, busy, failed=True)
+
+    def _late(self, job: Job, done: int, now: float, margin: float) -> Busy | None:
+        """`Busy` if `job`, finished once `done` work is decoded from `now` (its own last),
+        would be answered after its deadline, its wait counted `margin` longer; else None."""
+        assert self.speed is not None
+        wait_s, decode_s = (done - job.left) / self.speed, job.left / self.speed
+        allowed_s = (job.deadline - now - decode_s) / (1 + margin)
+        return Busy(wait_s, allowed_s) if wait_s > allowed_s else None
 
     def _decode(self, batch: list[Part]) -> None:
         groups: dict[Any, list[Part]] = defaultdict(list)
@@ -183,18 +241,21 @@ class BatchWorker:
         return results
 
     def _measure(self, work: int, seconds: float) -> None:
-        """Keep the best recent speed: the best batch's, fading by a tenth a batch. Only
-        batches of half the budget or more count: small ones are mostly fixed overhead, and
-        the speed is what a heavy request would be decoded at."""
+        """The speed: the work of the last `MEASURED` batches over their time (one batch's
+        speed moves with its sentences and the machine's other work, several times over; the
+        time of the work ahead of a request is the sum of its batches' times). Only batches of
+        half the budget or more count: small ones are mostly fixed overhead, and the speed is
+        what a heavy request would be decoded at."""
         if seconds > 0 and work >= self.budget / 2:
-            self.speed = max(work / seconds, (self.speed or 0.0) * 0.9)
+            self.measured.append((work, seconds))
+            self.speed = sum(w for w, _ in self.measured) / sum(s for _, s in self.measured)
 
     def _finish(self, job: Job, result: Any, *, failed: bool = False) -> None:
         with self.lock:  # the worker, or a submit that found the worker ended
             if job.finished:
                 return
             job.finished = True
-            self.pending -= 1
+            self.jobs.remove(job)
             if job in self.active:
                 self.active.remove(job)
         _deliver(job, result, failed=failed)

@@ -1,19 +1,26 @@
 """The JSON bodies `tfm serve` accepts, read with every limit checked before any model work:
 media type and charset, size, the time the client takes to send it, UTF-8, JSON syntax and
-depth, the fields and their types (unknown fields are errors), sentence count, length and
+depth, the fields, their types and ranges (unknown fields are errors), sentence count, length and
 Unicode. Each failure is an `ApiError`: a status and a one-line message, in words a person
-reading the page understands."""
+reading the page understands.
+
+A request's decoding fields are the config's `decoding` keys of the strategies, derived from their
+declarations (`tfm.decoding_options`) with the same ranges, but for the beam's, which is the
+server's (`MAX_SERVE_BEAM`). Every number a request can give is bounded: an integer too long
+for Python's int() is read as the (infinite) float it is near, and NaN and infinities are out of
+every range, so that each is refused naming its field and range, never failing later."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from starlette.requests import ClientDisconnect, Request
 
-from tfm.serve.request_limits import MAX_LENGTH_PENALTY, MAX_SERVE_BEAM, ServeLimits, option_name
+from tfm.config import decoding_fields, ranges
+from tfm.serve.request_limits import MAX_SERVE_BEAM, ServeLimits, option_name
 
 B = TypeVar("B", bound=BaseModel)
 
@@ -29,27 +36,35 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-class TranslateBody(BaseModel):
-    """POST /translate: the sentences, and decoding options (None: the server's defaults)."""
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+
+# The strategy and its settings, as the config's `decoding` keys, each None unless asked for
+# (`strategy_for` then resolves them over the server's). Built at run time: to a type checker,
+# any attribute.
+if TYPE_CHECKING:
+
+    class _RequestDecoding(_Body):
+        def __getattr__(self, key: str) -> Any: ...
+
+else:
+    _RequestDecoding = create_model(
+        "RequestDecoding",
+        __base__=_Body,
+        **decoding_fields(unset=True, ceilings={"beam_size": MAX_SERVE_BEAM}),
+    )
+
+
+class TranslateBody(_RequestDecoding):
+    """POST /translate: the sentences, and decoding options (None: the server's defaults)."""
 
     sentences: list[str] = Field(description="The sentences to translate, in order.")
     n_best: int | None = Field(None, ge=1, le=MAX_SERVE_BEAM, description="Hypotheses each.")
-    # The strategy and its settings, as the config's `decoding` keys (`strategy_for` checks them).
-    strategy: str | None = None
-    beam_size: int | None = Field(None, ge=1, le=MAX_SERVE_BEAM, description="Beam width.")
-    length_penalty: float | None = Field(None, ge=0.0, le=MAX_LENGTH_PENALTY)
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    seed: int | None = None
 
 
-class AttentionBody(BaseModel):
+class AttentionBody(_Body):
     """POST /attention: one sentence."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
     sentence: str
 
@@ -63,7 +78,7 @@ async def read_body(request: Request, kind: type[B], limits: ServeLimits) -> B:
     except UnicodeDecodeError as exc:
         raise ApiError(400, f"the body is not valid UTF-8 (byte {exc.start + 1})") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_integer)
     except json.JSONDecodeError as exc:
         raise ApiError(
             400, f"invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
@@ -75,11 +90,22 @@ async def read_body(request: Request, kind: type[B], limits: ServeLimits) -> B:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
-        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        field = kind.model_fields.get(str(first["loc"][0])) if len(first["loc"]) == 1 else None
+        known = first["type"] != "extra_forbidden"
+        message = ranges.message(field, first) if known else "unknown field"
         raise ApiError(422, f"{where}: {message}") from None
     assert isinstance(body, TranslateBody | AttentionBody)
     _check_sentences(body, limits)
     return body
+
+
+def _integer(digits: str) -> int | float:
+    """A JSON integer; one of more digits than Python's int() reads (4,300) as the float it is
+    near, infinite from 309 digits, which every field's range refuses."""
+    try:
+        return int(digits)
+    except ValueError:
+        return float(digits)
 
 
 def _check_media_type(header: str) -> None:

@@ -4,7 +4,8 @@ key-less server on loopback, and the last answer to a failure no endpoint expect
 A server on loopback without a key trusts whoever can reach it, which a page on another site
 can be, through DNS rebinding: its name is made to resolve to 127.0.0.1, and the browser sends
 that name as the Host. Such a server answers only to the names of loopback (127.0.0.1,
-localhost, [::1], and the address it was given), on any port; others get 403.
+localhost, [::1], and the address it was given), on any port; others, a Host that is not a
+name and a port, and a missing or empty one get 403.
 
 An exception no endpoint turned into an answer is a bug: it is answered 500 with one line, and
 logged with its traceback (the log shows each kind once, `tfm.serve.server_log`).
@@ -12,22 +13,33 @@ logged with its traceback (the log shows each kind once, `tfm.serve.server_log`)
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from typing import Any
+
+from starlette.responses import JSONResponse
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
-def host_name(host: str) -> str:
-    """The name in a Host header, without its port and brackets: "[::1]:8000" → "::1"."""
+def host_name(host: str) -> str | None:
+    """The name in a Host header, without its port and brackets ("[::1]:8000" → "::1"), or
+    None when the header is not a name and an optional port ("[::1]x", "a:b", "")."""
     if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    name, _, port = host.rpartition(":")
-    return name if name and port.isdigit() else host
+        name, bracket, rest = host[1:].partition("]")
+        if not bracket or (rest and not (rest.startswith(":") and _is_port(rest[1:]))):
+            return None
+    else:
+        name, colon, port = host.partition(":")
+        if colon and not _is_port(port):
+            return None
+    return name or None
+
+
+def _is_port(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 class Guard:
@@ -44,7 +56,7 @@ class Guard:
             return
         refused = self._refused_host(scope)
         if refused is not None:
-            await _answer(send, 403, refused)
+            await _answer(scope, receive, send, 403, refused)
             return
         started = False
 
@@ -58,24 +70,23 @@ class Guard:
         except Exception as exc:
             log.exception("%s %s failed", scope["method"], scope["path"])
             if not started:
-                await _answer(send, 500, f"internal error ({type(exc).__name__}); the server's "
-                              "log says more")  # fmt: skip
+                failed = f"internal error ({type(exc).__name__}); the server's log says more"
+                await _answer(scope, receive, send, 500, failed)
 
     def _refused_host(self, scope: dict) -> str | None:
         if self.hosts is None:
             return None
-        headers = dict(scope["headers"])
-        host = headers.get(b"host", b"").decode("latin-1")
-        if not host or host_name(host).lower() in self.hosts:
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        name = host_name(host)
+        if name is not None and name.lower() in self.hosts:
             return None
+        given = f"Host {host}" if host else "a request without a Host"
         return (
-            f"Host {host} is not a name of this server: without an API key it answers only "
-            f"to {', '.join(sorted(self.hosts))}"
+            f"{given} is not a name of this server: without an API key it answers only to "
+            f"{', '.join(sorted(self.hosts))}"
         )
 
 
-async def _answer(send: Any, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode("utf-8")
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+async def _answer(scope: dict, receive: Any, send: Any, status: int, message: str) -> None:
+    """The error `message` with `status`, as every other error is answered."""
+    await JSONResponse({"error": message}, status)(scope, receive, send)

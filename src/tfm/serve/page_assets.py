@@ -1,7 +1,9 @@
 """The page at `/`: index.html, page.css, page.js and tokens.js from the package, and colours.js
 made from the colour scale of `tfm attention` (matplotlib's table of 256 colours on the same
 square-root scale), so that the page and the pictures agree. Loaded once, when the application
-is built."""
+is built. The page loads nothing from elsewhere, and its headers say so: a Content-Security-Policy
+that allows only this server's scripts, styles and requests, and no other site may frame it
+(X-Frame-Options, `frame-ancestors`), so that it cannot be overlaid to trick a click."""
 
 from __future__ import annotations
 
@@ -10,6 +12,12 @@ from importlib import resources
 
 from fastapi.responses import Response
 
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+}
 ASSETS = {
     "index.html": "text/html",
     "page.css": "text/css",
@@ -23,7 +31,7 @@ def load_page() -> dict[str, Response]:
     folder = resources.files("tfm.serve") / "page"
     texts = {name: (folder / name).read_text(encoding="utf-8") for name in ASSETS}
     texts["colours.js"] = colour_script()
-    headers = {"Cache-Control": "max-age=60", "X-Content-Type-Options": "nosniff"}
+    headers = {"Cache-Control": "max-age=60", **SECURITY_HEADERS}
     return {
         name: Response(
             text.encode("utf-8"),

@@ -4,8 +4,9 @@ long a client may take: every limit defined once here, each one an option of `tf
 
 Each limit is answered with a JSON error and its own status: a body, sentence count, sentence
 length, token count or beam × tokens over its limit 413 (naming the option), as is a request
-that would not be decoded within `timeout_s` even alone; a full queue 503 with Retry-After; a
-request not answered in `timeout_s` 503. Connections that do not send a whole request within
+that would not be decoded within `timeout_s` even alone; a full queue 503 with Retry-After, as
+is, at once, a request the work queued ahead would keep past `timeout_s`; a request not
+answered in `timeout_s` 503. Connections that do not send a whole request within
 `read_timeout_s` are closed (headers) or answered 408 (body).
 """
 
@@ -17,7 +18,6 @@ from typing import TypeVar
 T = TypeVar("T", int, float)
 
 MAX_SERVE_BEAM = 16  # the beam one request may ask for: a wider one holds up everyone else
-MAX_LENGTH_PENALTY = 10.0
 
 
 def _limit(default: T, minimum: T, help: str) -> T:
@@ -43,7 +43,7 @@ class ServeLimits:
         30.0,
         0.1,
         "Seconds a request may take before a 503; one that would take longer alone is "
-        "refused (413).",
+        "refused (413), and one the work queued ahead would make late at once (503).",
     )
     batch_wait_ms: float = _limit(5.0, 0.0, "Milliseconds to gather requests into one batch.")
     batch_tokens: int = _limit(
@@ -60,7 +60,10 @@ class ServeLimits:
     )
     keep_alive_s: int = _limit(5, 1, "Seconds an idle connection stays open after an answer.")
     max_connections: int = _limit(
-        2048, 1, "Open connections; more are closed at once, and at this many requests get 503."
+        2048,
+        1,
+        "Open connections, shared between client addresses: at this many, a new one takes the "
+        "place of an idle one of the address holding the most, or its request gets 503.",
     )
 
     def __post_init__(self) -> None:

@@ -19,12 +19,15 @@ from typing import Any
 
 from tfm.errors import TfmError, UsageError
 from tfm.prediction.settings import DecodeRequest
+from tfm.serve.connection_shares import OVER_CAP
 from tfm.serve.request_limits import ServeLimits
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
-RESERVED_FILES = 256  # file descriptors besides connections: the model, threads, the log
+# file descriptors besides the connections served: the model, threads, the log (256), and the
+# connections over the cap waiting for their 503
+RESERVED_FILES = 256 + OVER_CAP
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,9 +144,9 @@ def within_file_limit(limits: ServeLimits) -> ServeLimits:
             pass
     if soft == unlimited or soft >= need:
         return limits
-    if soft <= 2 * RESERVED_FILES:
-        raise TfmError(f"the open-file limit is {soft} (ulimit -n): too few for a server")
     allowed = soft - RESERVED_FILES
+    if allowed < 64:
+        raise TfmError(f"the open-file limit is {soft} (ulimit -n): too few for a server")
     log.warning("at most %d connections, not %d: the open-file limit is %d (ulimit -n)",
                 allowed, limits.max_connections, soft)  # fmt: skip
     return replace(limits, max_connections=allowed)

@@ -7,6 +7,8 @@ values are filled in) at most `burst` lines a `window_s`; the count of those lef
 to the next line of the kind in a later window, and given at the end. Only the first line of a
 kind keeps its traceback; the later ones are one line, ending in the exception's type and text
 (asyncio's "socket.accept() out of system resource" when file descriptors run out, say).
+Lines logged with `extra=EVERY_LINE` are all shown: the one line a request of `--log-text`,
+which the operator asked for.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 ROUTED = ("uvicorn", "asyncio")  # loggers whose lines join tfm's while the server runs
+EVERY_LINE = {"repeat_limit_exempt": True}  # `extra` of a line the limit must not leave out
 
 
 @dataclass
@@ -46,6 +49,8 @@ class RepeatLimit(logging.Filter):
         return shown
 
     def _shown(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "repeat_limit_exempt", False):
+            return True
         now = self.clock()
         kind = self.kinds.setdefault(_key(record), _Kind(now))
         if now - kind.start >= self.window_s:

@@ -1,21 +1,25 @@
 """How the model's time is shared between requests: each request is a `Job` of framed sources,
-and each batch takes its sentences from the jobs that have had the least of the model so far.
+and each batch takes its sentences from the jobs with the least work left.
 
 A job's work is counted in beam × source tokens (what one sentence asks of the model grows
 with both; the beam is the decoder rows the strategy gives a sentence, 1 for greedy search). A
 batch holds up to `budget` of it (at least one sentence), so a heavy request is decoded in
-slices; a request that arrives meanwhile has had nothing yet and goes into the next batch,
-ahead of the heavy one's remaining slices (least attained service first: light requests are
-answered first, heavy ones share what is left in arrival order). A job that must be decoded
-apart (a task on the model; seeded sampling, whose draws depend on the batch) is taken alone,
-in slices of its own.
+slices; a request that arrives meanwhile with less work left goes into the next batch, ahead of
+the heavy one's remaining slices (shortest remaining work first: light requests are answered
+first, and heavy ones are finished one after another, in arrival order when they are alike,
+instead of all of them together at the end). A job that must be decoded apart (a task on the
+model; seeded sampling, whose draws depend on the batch) is taken alone, in slices of its own.
+Because the order is known, so is the work done before each job is finished
+(`work_until_done`): what the worker uses to refuse at once a request that could not be
+answered before its deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tfm.prediction.settings import DecodeSettings
@@ -66,9 +70,14 @@ class Job:
             self.options is not None and self.options.settings.strategy.seeded
         )
 
-    @property
+    @cached_property
     def work(self) -> int:
         return sum(self.cost(i) for i in range(len(self.sources)))
+
+    @property
+    def left(self) -> int:
+        """The work not decoded yet."""
+        return self.work - self.served
 
     @property
     def done(self) -> bool:
@@ -89,13 +98,13 @@ class Part:
 
 
 def next_batch(jobs: list[Job], budget: int) -> list[Part]:
-    """The next batch from `jobs` (in arrival order): the least served job's next sources
-    first, then the next least served's, up to `budget` work (a first source over the budget
-    is taken alone). A job decoded `alone` is taken alone or not at all, so its slices are the
-    same however busy the server is."""
+    """The next batch from `jobs` (in arrival order): the next sources of the job with the least
+    work left first, then of the next one's, up to `budget` work (a first source over the
+    budget is taken alone). A job decoded `alone` is taken alone or not at all, so its slices
+    are the same however busy the server is."""
     parts: list[Part] = []
     used = 0
-    for job in sorted(jobs, key=lambda job: job.served):  # stable: ties in arrival order
+    for job in shortest_first(jobs):
         if job.alone and parts:
             continue
         start = stop = len(job.found)
@@ -107,3 +116,19 @@ def next_batch(jobs: list[Job], budget: int) -> list[Part]:
         if job.alone or used >= budget:
             break
     return parts
+
+
+def work_until_done(jobs: Iterable[Job]) -> list[tuple[Job, int]]:
+    """Each job, in the order they are finished, with the work decoded from now until it is:
+    its own and that of the jobs finished before it (those later in `jobs` cut in when they
+    have less left, which this cannot know)."""
+    done, until = 0, []
+    for job in shortest_first(jobs):
+        done += job.left
+        until.append((job, done))
+    return until
+
+
+def shortest_first(jobs: Iterable[Job]) -> list[Job]:
+    """`jobs` by the work they have left, the least first; ties in arrival order (stable)."""
+    return sorted(jobs, key=lambda job: job.left)

@@ -46,9 +46,11 @@ import torch
 import torch.distributed as dist
 
 from tfm.config import Config
+from tfm.data.tokenizer import Tokenizer
 from tfm.errors import TfmError, TrainingError, UsageError
 from tfm.logs import quieted
 from tfm.rundir.lock import run_lock
+from tfm.rundir.manifest import TOKENIZER_FILE
 from tfm.training.session import Session
 from tfm.training.session_opening import open_session
 
@@ -176,30 +178,97 @@ _LOST_PEER_MARKERS = ("gloo", "NCCL", "Connection reset by peer", "Connection cl
 
 
 def open_session_everywhere(
-    replicas: Replicas, config: Config, *, resume: bool, overwrite: bool
+    replicas: Replicas,
+    config: Config,
+    *,
+    resume: bool,
+    overwrite: bool,
+    tokenizer: Tokenizer | None = None,
+    plan_notes: dict | None = None,
 ) -> Session:
-    """Process 0 prepares the run directory (and tokenizer); then the others read it."""
+    """Process 0 prepares the run directory (and tokenizer); then the others read it, which they
+    can only where it is on a file system every node sees: a process that does not find the
+    tokenizer there, or finds another run (another tokenizer, another checkpoint's step), stops
+    every process with one line saying so."""
     if not replicas.active:
-        return open_session(config, resume=resume, overwrite=overwrite)
-    session, error = None, None
+        return open_session(config, resume=resume, overwrite=overwrite, tokenizer=tokenizer,
+                            plan_notes=plan_notes)  # fmt: skip
+    session = None
     for turn in ("main", "others"):
+        failure = None
         if (turn == "main") == replicas.is_main:
             try:
-                session = open_session(
-                    config,
-                    resume=resume,
-                    overwrite=overwrite,
-                    rank=replicas.rank,
-                    world_size=replicas.world_size,
-                )
+                session = _open_here(replicas, config, resume=resume, overwrite=overwrite,
+                                     tokenizer=tokenizer, plan_notes=plan_notes)  # fmt: skip
             except Exception as exc:  # shared first, so that no process waits forever
-                error = exc
-        if not _all_true(replicas, error is None):
-            if error is not None:
-                raise error
-            raise TfmError(f"another process could not open {config.run_dir}; see its error")
+                failure = exc
+        _agree(replicas, failure, config)
     assert session is not None
+    differs = not _same_as_main(replicas, session)
+    elsewhere = _NotShared(_not_seen(replicas, config, "another run is there"))
+    _agree(replicas, elsewhere if differs else None, config)
     return session
+
+
+def _open_here(
+    replicas: Replicas,
+    config: Config,
+    *,
+    resume: bool,
+    overwrite: bool,
+    tokenizer: Tokenizer | None = None,
+    plan_notes: dict | None = None,
+) -> Session:
+    if not replicas.is_main and not (Path(config.run_dir) / TOKENIZER_FILE).is_file():
+        raise _NotShared(_not_seen(replicas, config, f"no {TOKENIZER_FILE} there"))
+    return open_session(config, resume=resume, overwrite=overwrite, rank=replicas.rank,
+                        world_size=replicas.world_size, tokenizer=tokenizer,
+                        plan_notes=plan_notes)  # fmt: skip
+
+
+# What torchrun across machines needs of the run directory, in every message that it is missing.
+SHARED = (
+    "torchrun on several machines needs run_dir on a file system every node sees (a shared "
+    "mount), at the same path in each node's config"
+)
+
+
+class _NotShared(UsageError):
+    """A process that does not see the run directory process 0 prepared."""
+
+
+def _not_seen(replicas: Replicas, config: Config, why: str) -> str:
+    return (f"process {replicas.rank} of {replicas.world_size} does not see the run directory "
+            f"{config.run_dir} that process 0 prepared ({why}): {SHARED}")  # fmt: skip
+
+
+def _agree(replicas: Replicas, failure: Exception | None, config: Config) -> None:
+    """Every process learns whether all are well (None) and stops if not: raising its own
+    failure, or saying what another's was (the run directory unseen, or another error)."""
+    mine = 2 if failure is None else 1 if isinstance(failure, _NotShared) else 0
+    worst = torch.tensor([mine], device=replicas.device)
+    dist.all_reduce(worst, op=dist.ReduceOp.MIN)
+    if worst.item() == 2:
+        return
+    if failure is not None:
+        raise failure
+    if worst.item() == 1:
+        raise UsageError(f"another process does not see the run directory {config.run_dir} "
+                         f"that process 0 prepared: {SHARED}")  # fmt: skip
+    raise TfmError(f"another process could not open {config.run_dir}; see its error")
+
+
+def _same_as_main(replicas: Replicas, session: Session) -> bool:
+    """Whether this process opened the run process 0 opened: the same tokenizer, step and
+    checkpoint file (its size and time of writing, which a file system every node sees shows
+    alike; a copy of the run on each node may differ, and is refused)."""
+    checkpoint = session.resumed_from.stat() if session.resumed_from else None
+    written = (checkpoint.st_size, checkpoint.st_mtime_ns) if checkpoint else (0, 0)
+    opened = [int(session.tokenizer.fingerprint()[:15], 16), session.progress.step, *written]
+    mine = torch.tensor(opened, dtype=torch.int64, device=replicas.device)
+    main = mine.clone()
+    dist.broadcast(main, src=0)
+    return torch.equal(mine, main)
 
 
 def _all_true(replicas: Replicas, value: bool) -> bool:

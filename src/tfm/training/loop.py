@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from tfm.config import Config, TrainConfig, planned
 from tfm.data.batching import steps_in_epoch
+from tfm.data.tokenizer import Tokenizer
 from tfm.device import peak_memory_mib
 from tfm.training.data_parallel import DataParallel
 from tfm.training.distributed import open_session_everywhere, process_group
@@ -57,13 +58,18 @@ def train(
     overwrite: bool = False,
     progress_bar: bool = True,
     stop: StopFlag | None = None,
+    tokenizer: Tokenizer | None = None,
+    plan_notes: dict | None = None,
 ) -> TrainResult:
-    """Train (or `resume`) the run described by `config`; see the module docstring.
+    """Train (or `resume`) the run described by `config`; see the module docstring. A new run
+    trains with `tokenizer` where one is given (a back-translation run's phases share one), and
+    keeps `plan_notes` in its plan.json.
 
     Under torchrun, this process trains one data-parallel replica (`training/distributed.py`).
     """
     with process_group(config) as replicas:
-        session = open_session_everywhere(replicas, config, resume=resume, overwrite=overwrite)
+        session = open_session_everywhere(replicas, config, resume=resume, overwrite=overwrite,
+                                          tokenizer=tokenizer, plan_notes=plan_notes)  # fmt: skip
         parallel = DataParallel(replicas, session, stop or StopFlag())
         try:
             return _train(session, parallel, progress_bar=progress_bar)

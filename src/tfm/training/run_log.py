@@ -87,7 +87,9 @@ def collect_run_log() -> Iterator[RunLogHandler]:
 
 def start_run_log(root: Path) -> None:
     """Open `root/train.log` for the run log being collected, if any (see the module
-    docstring); the directory exists."""
-    for handler in logging.getLogger("tfm").handlers:
+    docstring); the directory exists. Where run logs are collected one inside another (a
+    back-translation run's reverse run inside it), the innermost is this run's."""
+    for handler in reversed(logging.getLogger("tfm").handlers):
         if isinstance(handler, RunLogHandler):
             handler.open(root / LOG_FILE)
+            return

@@ -41,10 +41,12 @@ class StartingPlan:
     clock: ClockState | None = None
     entry: CacheEntry | None = None  # the prepared data the plan was made from
     validation: EncodedSplit | None = None
+    notes: dict = field(default_factory=dict)  # more of the plan (a back-translation's phases)
 
     def record(self) -> str:
         clock = None if self.clock is None else self.clock.__dict__
-        return json.dumps({"reasons": self.reasons, "clock": clock}, indent=1) + "\n"
+        record = {"reasons": self.reasons, "clock": clock, **self.notes}
+        return json.dumps(record, indent=1) + "\n"
 
 
 def starting_plan(
@@ -56,20 +58,25 @@ def starting_plan(
     dtype: torch.dtype,
     tokenizer: Tokenizer | None,
     world_size: int,
+    writer: bool = True,
+    notes: dict | None = None,
 ) -> StartingPlan:
     """`config` with the keys it leaves unset planned from the data (`training.recipe`), or, for
-    a run that goes on (a resume, or process > 0 under torchrun), taken from its stored config."""
+    a run that goes on (a resume, or process > 0 under torchrun), taken from its stored config.
+    A new run's plan is planned with `tokenizer` where one is given, and keeps `notes`."""
     if checkpoint is not None:
         stored = Config.model_validate(checkpoint.state["config"])
         return StartingPlan(with_stored_plan(config, stored))
-    if tokenizer is not None:  # process > 0: process 0 has planned and written its files
+    if not writer:  # process > 0 under torchrun: process 0 has planned and written its files
         stored = load_config(paths.config, stored=True)
         record = read_json(paths.plan, error=ConfigError, missing=f"{paths.plan} is missing",
                            what="the run's plan")  # fmt: skip
         clock = record.get("clock")
         return StartingPlan(with_stored_plan(config, stored), record.get("reasons", {}),
                             ClockState(**clock) if clock else None)  # fmt: skip
-    planned, plan = plan_run(config, device=device, dtype=dtype, world_size=world_size)
+    planned, plan = plan_run(
+        config, device=device, dtype=dtype, world_size=world_size, tokenizer=tokenizer
+    )
     plan.log(planned)
     clock = None
     if plan.timed and planned.train.max_minutes is not None:
@@ -80,7 +87,7 @@ def starting_plan(
             validation_s=plan.validation_seconds,
             checkpoints_follow="train.checkpoint_every" in plan.derived,
         )
-    return StartingPlan(planned, plan.reasons, clock, plan.entry, plan.validation)
+    return StartingPlan(planned, plan.reasons, clock, plan.entry, plan.validation, notes or {})
 
 
 def write_plan(paths: RunPaths, plan: StartingPlan) -> None:

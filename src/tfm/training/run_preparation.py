@@ -25,14 +25,15 @@ from tfm.errors import ConfigError, UsageError
 from tfm.rundir.lock import LOCK_FILE, remove_run_files
 from tfm.rundir.manifest import MANIFEST_FILE, replace_text
 from tfm.rundir.metrics import read_metrics, truncate_metrics
-from tfm.rundir.paths import RunPaths, remember_run
+from tfm.rundir.paths import BACKTRANSLATION_FILES, RunPaths, remember_run
 from tfm.rundir.store import CheckpointStore, LoadedCheckpoint
 from tfm.training.recipe.plan import with_stored_plan
 from tfm.training.run_log import LOG_FILE
 
 # Written before training's first step
 BEFORE_FIRST_STEP = {"config.yaml", "plan.json", TOKENIZER_FILE, MANIFEST_FILE, LOG_FILE}
-NOT_A_RUN = {*BEFORE_FIRST_STEP, LOCK_FILE}  # a directory holding only these holds no run
+# A directory holding only these holds no run (a run's back-translation phases come before it)
+NOT_A_RUN = {*BEFORE_FIRST_STEP, LOCK_FILE, *BACKTRANSLATION_FILES}
 # Keys that say how to run, not what is trained: a run that differs in these alone is the same run.
 HOW_TO_RUN = {
     ("train", "threads"),

@@ -73,14 +73,22 @@ def _out_of_memory_refused(device: torch.device) -> Iterator[None]:
 
 
 def open_session(
-    config: Config, *, resume: bool, overwrite: bool, rank: int = 0, world_size: int = 1
+    config: Config,
+    *,
+    resume: bool,
+    overwrite: bool,
+    rank: int = 0,
+    world_size: int = 1,
+    tokenizer: Tokenizer | None = None,
+    plan_notes: dict | None = None,
 ) -> Session:
     """Check the run directory, device, data and memory, build the model and optimizer, then
     prepare the run directory (nothing is written or removed there before); restore the model
     and optimizer when resuming.
 
     Under torchrun, process `rank` > 0 writes nothing: it reads the run directory (tokenizer,
-    checkpoint) that process 0 has prepared before it.
+    checkpoint) that process 0 has prepared before it. A new run trains with `tokenizer` where
+    one is given, and keeps `plan_notes` in its plan.json.
     """
     paths = RunPaths(Path(config.run_dir))
     writer = rank == 0
@@ -91,12 +99,12 @@ def open_session(
     dtype = training_precision(config.train.precision, device)
     log.info("precision: %s (train.precision %s) on %s", precision_name(dtype),
              config.train.precision, device.type)  # fmt: skip
-    tokenizer = None
     if checkpoint or not writer:
         check_manifest(paths.root, [TOKENIZER_FILE])
         tokenizer = Tokenizer.load(paths.root)
     start = starting_plan(config, paths, checkpoint=checkpoint, device=device, dtype=dtype,
-                          tokenizer=tokenizer, world_size=world_size)  # fmt: skip
+                          tokenizer=tokenizer, world_size=world_size, writer=writer,
+                          notes=plan_notes)  # fmt: skip
     config = start.config
     with quieted("tfm.data", when=not writer):  # under torchrun, process 0 says it once
         splits, tokenizer, data_fingerprint = training_splits(
@@ -111,7 +119,7 @@ def open_session(
         optimizer = build_optimizer(model, config)
     log.info("model: %s parameters", f"{sum(q.numel() for q in model.parameters()):,}")
     log.info("%s", describe_flops(args, device, dtype))
-    epochs = EpochPlan.from_config(config, splits["train"], tokenizer)
+    epochs = EpochPlan.from_config(config, splits["train"])
     if not checkpoint and writer:  # config, device, data and memory are good: now the directory
         create_run_dir(paths, config)
         write_plan(paths, start)

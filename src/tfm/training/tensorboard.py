@@ -5,24 +5,22 @@ each metrics event (train_loss, lr, tokens_per_s, val_loss, val_bleu, …) at it
 
 On by default (`train.tensorboard`) when the `tensorboard` package is installed
 (`pip install -e ".[tensorboard]"`); without it training says so once and goes on. Written by
-process 0 only, in the format `torch.utils.tensorboard.SummaryWriter` writes (its `scalar`
-summaries, tensorboard's record writer), but synchronously: SummaryWriter writes from a thread
-of its own, whose failure on a full disk is a traceback on stderr and lost events, while here a
-failed write is one warning and training goes on without event files. The file opens with the
-first event, so a run that fails before its first step leaves no folder. A resumed run starts a
-new file that tells TensorBoard to drop the events logged after its checkpoint's step, as
-metrics.jsonl does (SummaryWriter's `purge_step`).
+process 0 only, through `torch.utils.tensorboard.SummaryWriter`, flushed after each event (one a
+log window) so that TensorBoard shows it at once. The writer opens with the first event, so a run
+that fails before its first step leaves no folder. A resumed run's writer is given `purge_step`,
+the step after its checkpoint's: TensorBoard drops the events logged from there on by the run
+that was cut short, as metrics.jsonl does. A write that fails (a full disk) is one warning, not
+the writer thread's traceback too, and training goes on without event files.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
-import os
-import socket
-import time
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -36,59 +34,57 @@ class TensorBoardLog:
 
     def __init__(self, directory: Path, *, resumed_at: int | None) -> None:
         self.directory, self.resumed_at = directory, resumed_at
-        self._file: IO[bytes] | None = None
-        self._records: Any = None
+        self._writer: Any = None  # a SummaryWriter, from the first event
         self._failed = False
 
     def write(self, event: dict) -> None:
         """Append `event`'s numbers as scalars at its step (nothing once a write has failed)."""
         if self._failed:
             return
-        from tensorboard.compat.proto.summary_pb2 import Summary
-        from torch.utils.tensorboard.summary import scalar
-
-        values = [
-            scalar(key, value).value[0]
-            for key, value in event.items()
-            if key not in NOT_SCALARS and isinstance(value, int | float)
-            and not isinstance(value, bool)
-        ]  # fmt: skip
         try:
-            if self._records is None:
-                self._open()
-            self._append(step=event["step"], summary=Summary(value=values))
+            if self._writer is None:
+                from torch.utils.tensorboard import SummaryWriter
+
+                _quiet_writer_threads()
+                purge = None if self.resumed_at is None else self.resumed_at + 1
+                self._writer = SummaryWriter(str(self.directory), purge_step=purge)
+            for key, value in event.items():
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                if number and key not in NOT_SCALARS:
+                    self._writer.add_scalar(key, value, global_step=event["step"])
+            self._writer.flush()
         except OSError as exc:
             self._failed = True
             log.warning("TensorBoard files: cannot write to %s (%s); training goes on without "
                         "them", self.directory, exc.strerror or exc)  # fmt: skip
             self.close()
 
-    def _open(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        from tensorboard.summary.writer.record_writer import RecordWriter
-
-        name = f"events.out.tfevents.{time.time():.0f}.{socket.gethostname()}.{os.getpid()}.0"
-        self._file = open(self.directory / name, "ab")  # closed by close()
-        self._records = RecordWriter(self._file)
-        self._append(step=self.resumed_at or 0, file_version="brain.Event:2")
-        if self.resumed_at is not None:  # TensorBoard drops the events from this step on
-            from tensorboard.compat.proto.event_pb2 import SessionLog
-
-            self._append(step=self.resumed_at + 1, session_log=SessionLog(status=SessionLog.START))
-
-    def _append(self, **fields: Any) -> None:
-        from tensorboard.compat.proto.event_pb2 import Event
-
-        self._records.write(Event(wall_time=time.time(), **fields).SerializeToString())
-        self._records.flush()
-
     def close(self) -> None:
-        if self._file is not None:
+        if self._writer is not None:
             try:
-                self._file.close()
-            except OSError:  # the failed flush was reported already
+                self._writer.close()
+            except OSError:  # the failed write was reported already
                 pass
-        self._file = self._records = None
+        self._writer = None
+
+
+class _QuietWriterThreads:
+    """`threading.excepthook` that leaves out the OSErrors of tensorboard's writer threads: such
+    a thread reports a failed write twice, to the next call (which `TensorBoardLog.write` turns
+    into one warning) and as a traceback on stderr. Every other exception goes to `previous`."""
+
+    def __init__(self, previous: Callable[[threading.ExceptHookArgs], object]) -> None:
+        self.previous = previous
+
+    def __call__(self, args: threading.ExceptHookArgs) -> None:
+        ours = type(args.thread).__module__.startswith("tensorboard.")
+        if not (ours and isinstance(args.exc_value, OSError)):
+            self.previous(args)
+
+
+def _quiet_writer_threads() -> None:
+    if not isinstance(threading.excepthook, _QuietWriterThreads):
+        threading.excepthook = _QuietWriterThreads(threading.excepthook)
 
 
 def open_tensorboard(

@@ -13,9 +13,10 @@ so `BulkEncoder` finds the same ids another way, none of them different:
 - Each distinct piece is segmented once by the BPE model and remembered (`Segmentations`), so
   the ids of a chunk are gathered from the remembered segmentations with numpy.
 
-A sentence the expression cannot speak for (one holding "▁" itself or a character whose split
-is none of the three, or an empty one) is encoded by `tokenizers` as before, as is everything
-when the tokenizer is not tfm's own pipeline (`fits`).
+A tag at the start of a sentence (`<bt> `, which tfm puts there) is its one id before the
+sentence's own. A sentence the expression cannot speak for (one holding "▁" itself, a tag
+elsewhere or a character whose split is none of the three, or an empty one) is encoded by
+`tokenizers` as before, as is everything when the tokenizer is not tfm's own pipeline (`fits`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class BulkEncoder:
 
     def __init__(self, tok: HfTokenizer) -> None:
         self.full, self.normalizer = tok, tok.normalizer
+        self.tags = {added.content: i for i, added in tok.get_added_tokens_decoder().items()}
         self.plain = HfTokenizer.from_str(tok.to_str())  # for normalized text
         self.plain.normalizer = None
         self.fast = fits(tok)
@@ -62,6 +64,32 @@ class BulkEncoder:
         texts = list(texts)
         if not self.fast:
             return _flat([e.ids for e in self.full.encode_batch_fast(texts, **_NO_SPECIALS)])
+        if self.tags:
+            return self._tagged(texts)
+        return self._encode(texts)
+
+    def _tagged(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`encode` of texts that may start with a tag: its id, then the rest's ids. A text with
+        a tag elsewhere goes to `tokenizers` whole (it normalizes each side of a tag apart)."""
+        anywhere = re.compile("|".join(map(re.escape, self.tags)))
+        ids: list[list[int] | None] = [None] * len(texts)
+        fast, rest, first = [], [], []
+        for i, text in enumerate(texts):
+            tag = next((token for token in self.tags if text.startswith(token)), None)
+            after = text[len(tag) :] if tag else text
+            if anywhere.search(after):
+                ids[i] = self.full.encode(text, add_special_tokens=False).ids
+            else:
+                fast.append(i)
+                rest.append(after)
+                first.append(self.tags.get(tag or "", -1))
+        flat, lengths = self._encode(rest)
+        rows = np.split(flat, np.cumsum(lengths)[:-1]) if rest else []
+        for i, tag_id, row in zip(fast, first, rows, strict=True):
+            ids[i] = [tag_id, *row.tolist()] if tag_id >= 0 else row.tolist()
+        return _flat([row for row in ids if row is not None])
+
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         for i in needs_normalizing(texts):
             texts[i] = self.normalizer.normalize_str(texts[i])
         alone = self._alone(texts)
@@ -159,7 +187,7 @@ def fits(tok: HfTokenizer) -> bool:
         all(spec[part] == ours[part] for part in ("normalizer", "pre_tokenizer"))
         and model["type"] == "BPE"
         and not model.get("dropout")
-        and not spec["added_tokens"]
+        and all(added["special"] for added in spec["added_tokens"])  # tags, which it knows
         and spec["truncation"] is None
         and spec["padding"] is None
     )

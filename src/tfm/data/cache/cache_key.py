@@ -107,40 +107,47 @@ def _stat(path: Path, record: dict | None) -> dict | None:
 
 
 def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -> CorpusKey | None:
-    """The key of the config's training split and tokenizer settings, by content: the files'
+    """The key of the config's training corpora and tokenizer settings, by content: the files'
     digests as remembered (None where one is not), or, with `read`, as this process read them."""
-    data, source = config.data, config.data.train
-    files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
-    origin = None
-    if files is not None:
+    data = config.data
+    contents, origins = [], []
+    for source in data.corpora:
+        files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
+        if files is None:  # toy, hub, disk: the cleaned pairs themselves
+            contents.append(_hash_pairs(config, source))
+            continue
         found = [digests.read(path) if read else digests.known(path) for path in files]
         if any(f is None for f in found):
             return None
-        content = _hash([list(f) for f in found if f is not None])
-        origin = stream_split(  # the origin as the reader names it; nothing is read
+        contents.append(_hash([list(f) for f in found if f is not None]))
+        origins.append(stream_split(  # the origin as the reader names it; nothing is read
             source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
-        )[1].origin
-    else:  # toy, hub, disk: the cleaned pairs themselves
-        content = _hash_pairs(config)
+        )[1].origin)  # fmt: skip
     settings = config.tokenizer.model_dump(mode="json")
     tokenizer = {k: settings[k] for k in TOKENIZER_KEYS}
+    if tags := data.tags():
+        tokenizer["tags"] = list(tags)
+    sources = [source.model_dump(mode="json", exclude={"path", "pairs"}) for source in data.corpora]
     parts = {
         "version": VERSION,
         "langs": [data.src_lang, data.tgt_lang],
-        "source": source.model_dump(mode="json", exclude={"path", "pairs"}),
-        "content": content,
+        "source": sources[0] if len(sources) == 1 else sources,
+        "content": contents[0] if len(contents) == 1 else contents,
     }
     if held := {split: getattr(data, split).pairs for split in held_out_splits(data)}:
         parts["held_out"] = held  # the training split is the corpus without them
     corpus = {**parts, "tokenizer": {k: v for k, v in tokenizer.items() if k != "vocab_size"}}
+    origin = origins[0] if len(data.corpora) == 1 and origins else None
     return CorpusKey(_hash(corpus), {**parts, "tokenizer": tokenizer}, origin)
 
 
 def input_bytes(config: Config) -> int:
-    """The size of the training files (0 where the source reads none)."""
-    data = config.data
-    files = source_files(data.train, src_lang=data.src_lang, tgt_lang=data.tgt_lang) or []
-    return sum(os.path.getsize(path) for path in files if path.is_file())
+    """The size of the training files, each as often as it is read (0 where none is)."""
+    data, total = config.data, 0
+    for source in data.corpora:
+        files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang) or []
+        total += source.repeat * sum(os.path.getsize(path) for path in files if path.is_file())
+    return total
 
 
 def source_files(source: SourceConfig, *, src_lang: str, tgt_lang: str) -> list[Path] | None:
@@ -155,10 +162,10 @@ def _hash(value: object) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
 
-def _hash_pairs(config: Config) -> str:
+def _hash_pairs(config: Config, source: SourceConfig) -> str:
     data = config.data
     pairs, _ = stream_split(
-        data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
+        source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
     )
     digest = hashlib.sha256()
     for chunk in pairs:

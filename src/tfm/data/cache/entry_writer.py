@@ -37,7 +37,7 @@ from tfm.config import Config, TokenizerConfig, planned
 from tfm.data.cache.bulk_encoding import characters
 from tfm.data.cache.cache_key import SIDES, VERSION, input_bytes
 from tfm.data.cache.parallel_encoding import Encoding, workers_for
-from tfm.data.corpus import LoadReport, stream_split
+from tfm.data.corpus import LoadReport, stream_training
 from tfm.data.corpus_figures import FigureCounter, TextFigures
 from tfm.data.formats import Hashing
 from tfm.data.held_out import withhold
@@ -161,7 +161,8 @@ def _write(
     clock = _Clock()
     stored = {side: RaggedText.open(folder / side) for side in SIDES}
     if tokenizer is None:
-        tokenizer = _learn(stored, settings, texts.alphabets, progress=progress)
+        tags = tuple(parts["tokenizer"].get("tags", ()))
+        tokenizer = _learn(stored, settings, texts.alphabets, tags=tags, progress=progress)
     tokenizer.save(folder)
     clock.lap("bpe")
     tokens = _write_ids(stored, tokenizer, folder, progress=progress)
@@ -218,7 +219,7 @@ def _vocab_size(tokenizer: Tokenizer, side: str) -> int:
     return tokenizer.src_vocab_size if side == "src" else tokenizer.tgt_vocab_size
 
 
-class _RowWriter:
+class RowWriter:
     """Appends rows of bytes to `path` and writes their offsets to `offsets` when closed."""
 
     def __init__(self, path: Path, offsets: Path) -> None:
@@ -247,12 +248,13 @@ def _write_texts(
     """Step 1: the cleaned training pairs into `{src,tgt}.text`; their characters, per side,
     and their figures."""
     data = config.data
-    pairs, cleaner = stream_split(
-        data.train, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy,
+    pairs, report = stream_training(
+        data,
         control_chars="count",  # kept in meta.json; every run that maps the entry reports it
-        hashing=hashing, withhold=withhold(data),
-    )  # fmt: skip
-    writers = [_RowWriter(folder / f"{s}.text", folder / f"{s}.text-offsets.npy") for s in SIDES]
+        hashing=hashing,
+        withhold=withhold(data),
+    )
+    writers = [RowWriter(folder / f"{s}.text", folder / f"{s}.text-offsets.npy") for s in SIDES]
     alphabets: dict[str, set[str]] = {side: set() for side in SIDES}
     counter = FigureCounter()
     with _bar(progress, desc="reading train", unit=" pairs", unit_scale=True) as bar:
@@ -266,7 +268,7 @@ def _write_texts(
             bar.update(len(chunk))
     for writer in writers:
         writer.close()
-    return cleaner.report(), alphabets, counter.figures()
+    return report(), alphabets, counter.figures()
 
 
 def _learn(
@@ -274,6 +276,7 @@ def _learn(
     settings: TokenizerConfig,
     alphabets: dict[str, set[str]],
     *,
+    tags: tuple[str, ...],
     progress: bool,
 ) -> Tokenizer:
     """Step 2: BPE on every pair, or on a seeded sample of `settings.train_sample` pairs."""
@@ -286,6 +289,7 @@ def _learn(
             min_frequency=settings.min_frequency,
             joint=settings.joint,
             byte_fallback=settings.byte_fallback,
+            tags=tags,
             progress=progress and sys.stderr.isatty(),  # the trainer's bars, on a terminal only
             **alphabets,
         )  # fmt: skip
@@ -314,7 +318,7 @@ def _write_ids(
     with Encoding(models, folder, workers=workers) as encoding:
         for side in SIDES:
             dtype = id_dtype(_vocab_size(tokenizer, side))
-            writer = _RowWriter(folder / f"{side}.ids", folder / f"{side}.ids-offsets.npy")
+            writer = RowWriter(folder / f"{side}.ids", folder / f"{side}.ids-offsets.npy")
             unknown, total = 0, 0
             with _bar(progress, desc=f"encoding {side}", total=len(texts[side]),
                       unit=" sentences", unit_scale=True) as bar:  # fmt: skip

@@ -36,8 +36,14 @@ async function call(path, body) {
     $("key-label").hidden = false;
     throw new Error("This server needs its API key: type it in the API key box.");
   }
-  if (!response.ok) throw new Error(asSentence(data.error || response.statusText));
+  if (!response.ok) throw new Error(asSentence(withoutOptions(data.error || response.statusText)));
   return data;
+}
+
+// An error names the option of `tfm serve` that sets the limit it met, for whoever runs the
+// server; the reader of the page cannot change it, so the page leaves it out.
+function withoutOptions(text) {
+  return text.replace(/ \(--[^)]*\)/g, "");
 }
 
 function asSentence(text) {

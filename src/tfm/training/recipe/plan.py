@@ -276,16 +276,41 @@ def show_planned(config: str | None, overrides: list[str], *, comments: bool = T
     training: the plan's lines and warnings as comments, then the resolved config as YAML
     (every key) that `tfm train --config` reads back as the same configuration."""
     loaded = load_config(config, overrides)
-    if not unset_keys(loaded):
-        return render_yaml(loaded, comments=comments)
     check_splits(loaded.data, ("train", "validation"))  # before either is read or timed
-    device = select_device(loaded.train.device)
-    use_threads(loaded.train.threads)
+    phases: list[str] = []
+    planned = loaded
+    if loaded.data.monolingual:  # the phases, then the first run's plan: the reverse model's
+        phases, planned = _phases(loaded)
+    if not unset_keys(planned):
+        return _commented(phases) + render_yaml(loaded, comments=comments)
+    device = select_device(planned.train.device)
+    use_threads(planned.train.threads)
     # timed as training times it: in its precision (bf16 autocast for `auto` on a GPU)
-    resolved, plan = plan_run(
-        loaded, device=device, dtype=training_precision(loaded.train.precision, device)
-    )
+    tokenizer = prepared_entry(loaded, announce=False).tokenizer() if phases else None
+    dtype = training_precision(planned.train.precision, device)
+    resolved, plan = plan_run(planned, device=device, dtype=dtype, tokenizer=tokenizer)
     warnings = plan.warnings + check_settings(resolved, plan.steps)
-    lines = ["recipe from the data:", *(f"  {line}" for line in plan.explained(resolved))]
+    title = f"recipe of {resolved.run_dir}, from the data:" if phases else "recipe from the data:"
+    lines = [title, *(f"  {line}" for line in plan.explained(resolved))]
     lines += [f"warning: {warning}" for warning in warnings]
-    return "".join(f"# {line}\n" for line in lines) + render_yaml(resolved, comments=comments)
+    shown = loaded if phases else resolved  # a run in phases reads back its config as it is
+    return _commented(phases) + _commented(lines) + render_yaml(shown, comments=comments)
+
+
+def _commented(lines: list[str]) -> str:
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def _phases(config: Config) -> tuple[list[str], Config]:
+    """The lines of the phase plan of a config with monolingual text, and the config of its
+    first run: the reverse model's, or the pair's own where the plan leaves the text out."""
+    from tfm.data.monolingual import check_monolingual, prepared_monolingual
+    from tfm.training.recipe.phase_budget import plan_from, reverse_config, without_text
+
+    check_monolingual(config.data)
+    entry = prepared_entry(config, announce=False)
+    text = prepared_monolingual(config)
+    plan = plan_from(config, entry, len(text))
+    if plan.skipped:
+        return plan.describe(), without_text(config)
+    return plan.describe(), reverse_config(config, plan, entry.tokenizer())
