@@ -19,10 +19,9 @@ source token receives, at most 1; `entropy`, the mean entropy of the model's pre
 of figures is combined by least squares into one, which the map's own monotone fit turns into
 chrF; each set is scored on validation by 5-fold cross-validation (what chooses), then on test.
 
-Costs: the fit from kept hypotheses (what `tfm train` pays at its end: one teacher-forced pass
-and the sentence chrF scores) against decoding the validation split (what an averaged run pays
-more), and the confidences of the test split against its translation as planned and by greedy
-search (what `--json` and the server add to a request).
+Costs: `tfm calibrate` (what `tfm train` pays after its budget) and the decoding of the
+validation split within it, and the confidences of the test split against its translation as
+planned and by greedy search (what `--json`, eval and the server add to a request).
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from tfm.api import (
     DecodeRequest,
     batching,
     calibrate_run,
-    fit_map,
     inference_batches,
     load_config,
     load_texts,
@@ -102,14 +100,11 @@ def measure(run: Path, copy: Path, *, passes: int) -> dict:
     fitted = calibrate_run(copy, device="cpu")
     translator = open_translator(DecodeRequest(run=copy, device="cpu"))
     found = {split: decoded(translator, split) for split in ("validation", "test")}
-    src, ref, hyp = (found["validation"][k] for k in ("sources", "references", "best"))
-    started = time.perf_counter()
-    fit_map(translator, src, ref, hyp)
-    kept_s = time.perf_counter() - started
     test = found["test"]
     started = time.perf_counter()
-    confidences = translator.confidences(test["sources"], test["best"])
+    figures = translator.log_probs(test["framed"], test["ids"])
     judged_s = time.perf_counter() - started
+    confidences = [translator.confidence_map(f) for f in figures]
     greedy = translator.settings.asking(translator.config.decoding, {"strategy": "greedy"})
     started = time.perf_counter()
     translator.translate(test["sources"], settings=greedy)
@@ -121,8 +116,7 @@ def measure(run: Path, copy: Path, *, passes: int) -> dict:
         "run": str(run), "pair": f"{data.src_lang}-{data.tgt_lang}",
         "sentences": len(chrf), "mean_chrf": float(np.mean(chrf)),
         "rho": spearman(confidences, chrf), "gap": low_share_gap(confidences, chrf),
-        "mean_confidence": float(np.mean(confidences)),
-        "fit_s": fitted["seconds"], "kept_s": kept_s,
+        "mean_confidence": float(np.mean(confidences)), "fit_s": fitted["seconds"],
         "decode_s": found["validation"]["seconds"], "judge_ratio": judged_s / test["seconds"],
         "judge_greedy_ratio": judged_s / greedy_s,
         "sets": compare(figures, found["validation"]["chrf"], chrf),
@@ -130,24 +124,26 @@ def measure(run: Path, copy: Path, *, passes: int) -> dict:
 
 
 def decoded(translator, split: str) -> dict:
-    """A split's sources, references, the translations of each source's beam (best first) as
-    `tfm translate` decodes them, the best one's sentence chrF and the decoding seconds."""
+    """A split's sources (and framed), references, the translations of each source's beam
+    (best first) as `tfm translate` decodes them, the ids the search found for the best, its
+    sentence chrF and the decoding seconds."""
     sources, references, _ = load_texts(translator.config.data, split)
     framed = [ids + [EOS_ID] for ids in translator.tokenizer.encode_src(sources)]
+    numbers = list(range(1, len(framed) + 1))
     started = time.perf_counter()
-    beams = translator.ranked_beams(sources, framed, translator.settings, list(range(len(framed))))
+    beams = translator.ranked_found(sources, framed, translator.settings, numbers)
     seconds = time.perf_counter() - started
     best = [beam[0][0] for beam in beams]
-    return {"sources": sources, "references": references, "best": best, "seconds": seconds,
-            "beams": [[text for text, _ in beam] for beam in beams],
+    return {"sources": sources, "framed": framed, "references": references, "best": best,
+            "ids": [beam[0][2] for beam in beams], "seconds": seconds,
+            "beams": [[text for text, *_ in beam] for beam in beams],
             "chrf": sentence_chrf(best, references)}  # fmt: skip
 
 
 def figures_of(translator, found: dict, passes: int) -> dict[str, np.ndarray]:
-    """Each figure of each translation of a decoded split."""
-    model, tokenizer = translator.model, translator.tokenizer
-    sources = [ids + [EOS_ID] for ids in tokenizer.encode_src(found["sources"])]
-    targets = [[BOS_ID, *ids, EOS_ID] for ids in tokenizer.encode_tgt(found["best"])]
+    """Each figure of each translation of a decoded split (of the ids the search found)."""
+    model, sources = translator.model, found["framed"]
+    targets = [[BOS_ID, *ids, EOS_ID] for ids in found["ids"]]
     log_prob, entropy, _ = forward(model, sources, targets, train=False)
     drawn = np.stack([forward(model, sources, targets, train=True)[0] for _ in range(passes)])
     _, _, coverage = forward(model, sources, targets, train=False, attention=True)
@@ -226,10 +222,9 @@ def report(row: dict) -> str:
         f"{row['mean_chrf']:.1f}, mean confidence {row['mean_confidence']:.1f}",
         f"  confidence against sentence chrF: Spearman {row['rho']:.3f}, least confident tenth "
         f"{row['gap']:.1f} chrF below the mean",
-        f"  cost: map fitted from kept hypotheses in {row['kept_s']:.1f} s, decoding the "
-        f"validation split {row['decode_s']:.1f} s (tfm calibrate {row['fit_s']:.1f} s); "
-        f"confidences / translation time {row['judge_ratio']:.2f}x (/ greedy search's "
-        f"{row['judge_greedy_ratio']:.2f}x)",
+        f"  cost: tfm calibrate {row['fit_s']:.1f} s, of which decoding the validation split "
+        f"{row['decode_s']:.1f} s; confidences / translation time {row['judge_ratio']:.2f}x "
+        f"(/ greedy search's {row['judge_greedy_ratio']:.2f}x)",
         "  | figures | validation rho (5-fold) | test rho | test low tenth gap |",
         "  |---|---|---|---|",
     ]

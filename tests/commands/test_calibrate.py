@@ -1,7 +1,8 @@
-"""Confidences as scripts read them: `tfm train` leaves a map fitted on the validation that chose
-its model, `tfm translate --json` and `tfm eval --confidences` give what the map reads off each
+"""Confidences as scripts read them: `tfm train` leaves a map fitted on its validation split for
+its best.pt, `tfm translate --json` and `tfm eval --confidences` give what the map reads off each
 translation's figure, a run without a map (an averaged one) says so and gives scores alone until
-`tfm calibrate` fits one, and a map is never used for another model than its own."""
+`tfm calibrate` fits one, an export reads its run's map, and a map is never used for another
+model than its own, nor for sampled translations."""
 
 import json
 
@@ -26,10 +27,9 @@ def translator(trained_run):
     return open_translator(DecodeRequest(run=trained_run, device="cpu", threads=1))
 
 
-def test_training_fits_the_map_from_the_validation_that_chose_the_model(trained_run, translator):
+def test_training_fits_the_map_for_its_model_on_the_validation_split(trained_run, translator):
     found = json.loads((trained_run / CONFIDENCE_FILE).read_text(encoding="utf-8"))
     fitted = found["fitted"]
-    assert fitted["translations"] == "validations/step-00000200.tsv"  # nothing decoded again
     assert fitted["sentences"] == 60 and fitted["decoding"] == {"strategy": "greedy"}
     assert -1 <= fitted["spearman"] <= 1 and 0 < fitted["mean_chrf"] < 100
     check_manifest(trained_run, [CONFIDENCE_FILE])  # listed, and as written
@@ -43,13 +43,14 @@ def test_translate_json_gives_each_line_its_translation_score_and_confidence(
     result = invoke("translate", "--run", str(trained_run), "--json", input="\n".join(SENTENCES))
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.stdout.splitlines()]
-    [best] = zip(*translator.nbest(SENTENCES, 1), strict=True)
-    figures = translator.figures(SENTENCES, [text for text, _ in best])
+    [best] = zip(*translator.rated(SENTENCES), strict=True)
     assert rows == [
-        {"source": source, "translation": text, "score": pytest.approx(score, abs=1e-4),
-         "confidence": None if figure is None else translator.confidence_map(figure)}
-        for source, (text, score), figure in zip(SENTENCES, best, figures, strict=True)
+        {"source": source, "translation": rating.translation,
+         "score": pytest.approx(rating.score, abs=1e-4), "confidence": rating.confidence}
+        for source, rating in zip(SENTENCES, best, strict=True)
     ]  # fmt: skip
+    # The confidence is the map's reading of the figure of the ids the search found.
+    assert rows[0]["confidence"] == translator.confidence_map(best[0].log_prob)
     assert rows[1]["confidence"] is None and all(0 <= rows[i]["confidence"] <= 100 for i in (0, 2))
     assert "confidence is null" not in result.stderr
 
@@ -58,9 +59,9 @@ def test_translate_json_gives_each_line_its_translation_score_and_confidence(
     [row] = [json.loads(line) for line in listed.stdout.splitlines()]
     texts = [h["translation"] for h in row["n_best"]]
     assert row["translation"] == texts[0] and len(texts) == 2
-    assert [h["confidence"] for h in row["n_best"]] == translator.confidences(
-        [SENTENCES[0]] * 2, texts
-    )
+    listed = translator.settings.asking(translator.config.decoding, {}, n_best=2)  # a beam of 2
+    [rated] = translator.rated([SENTENCES[0]], 2, settings=listed)
+    assert [h["confidence"] for h in row["n_best"]] == [rating.confidence for rating in rated]
 
 
 def test_eval_writes_each_hypothesis_confidence_figure_and_chrf(trained_run, translator, tmp_path):
@@ -75,7 +76,7 @@ def test_eval_writes_each_hypothesis_confidence_figure_and_chrf(trained_run, tra
     assert len(rows) == len(texts) == 60
     src = [line.split("\t")[0] for line in validation_file(trained_run)]
     refs = [line.split("\t")[1] for line in validation_file(trained_run)]
-    expected = translator.confidences(src, texts)
+    expected = [rated[0].confidence for rated in translator.rated(src)]
     assert [float(row[0]) for row in rows] == pytest.approx(expected, abs=1e-4)
     assert [float(row[2]) for row in rows] == pytest.approx(sentence_chrf(texts, refs), abs=0.01)
     assert scores["mean_confidence"] == pytest.approx(sum(expected) / 60, abs=1e-3)
@@ -83,7 +84,8 @@ def test_eval_writes_each_hypothesis_confidence_figure_and_chrf(trained_run, tra
 
 
 def validation_file(run):
-    """The validation that chose the model: source, reference, hypothesis a row."""
+    """The validation split, as the validation that chose the model kept it: source, reference,
+    hypothesis a row."""
     return (run / "validations" / "step-00000200.tsv").read_text(encoding="utf-8").splitlines()[1:]
 
 
@@ -104,7 +106,7 @@ def test_an_averaged_run_has_no_map_until_calibrate_fits_one(trained_run, tmp_pa
     fitted = invoke("calibrate", "--run", str(averaged), "--json")
     assert fitted.exit_code == 0, fitted.output
     found = json.loads(fitted.stdout)
-    assert found["translations"] == "decoded" and found["sentences"] == 60
+    assert found["sentences"] == 60
     assert found["map"] == str(averaged / CONFIDENCE_FILE) and found["seconds"] >= 0
     after = invoke("translate", "--run", str(averaged), "--json", SENTENCES[0])
     assert 0 <= json.loads(after.stdout)["confidence"] <= 100
@@ -136,12 +138,12 @@ def test_an_export_reads_the_map_of_the_model_it_holds(trained_run, translator, 
     from tfm.deploy import export_run
 
     texts = [t for t in SENTENCES if t]
-    expected = translator.confidences(texts, translator.translate(texts))
+    expected = [rated[0].confidence for rated in translator.rated(texts)]
     for quantization, within in (("none", 0.01), ("int8", 5.0)):  # int8 moves figures a little
         folder = tmp_path / quantization
         export_run(trained_run, folder, quantization=quantization)
         exported = open_translator(DecodeRequest(run=folder, threads=1))
-        found = exported.confidences(texts, exported.translate(texts))
+        found = [rated[0].confidence for rated in exported.rated(texts)]
         assert found == pytest.approx(expected, abs=within), quantization
     result = invoke("calibrate", "--run", str(tmp_path / "none"))
     assert result.exit_code == 2 and result.stdout == ""

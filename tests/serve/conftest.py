@@ -12,6 +12,7 @@ from tiny_models import decode_settings, single_thread
 
 from tfm.commands.engines import open_translator
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.translator import Rating
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -70,8 +71,10 @@ class HeldTranslator:
         hypotheses = settings.strategy.hypotheses(n_best)
         return [[(text, -float(k)) for k in range(hypotheses)] for text in found]
 
-    def rated(self, texts, found, settings=None):
-        return [[(text, score, None) for text, score in scored] for scored in found]
+    def rated_beams(self, texts, sources, settings, numbers, n_best=1):
+        found = self.ranked_beams(texts, sources, settings, numbers, n_best)
+        return [[Rating(text, score, None, None) for text, score in scored[:n_best]]
+                for scored in found]  # fmt: skip
 
 
 class WordTokenizer:

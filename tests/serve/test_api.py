@@ -54,11 +54,11 @@ def test_info_says_when_answers_have_no_confidences_without_naming_files(held):
 def test_translate_gives_what_the_library_gives(server, translator):
     answer = call(server, "POST", "/translate", {"sentences": SENTENCES})
     assert answer.status == 200
-    [best, *_] = zip(*translator.rated(SENTENCES, translator.nbest(SENTENCES, 1)), strict=True)
+    [best] = zip(*translator.rated(SENTENCES), strict=True)
     assert answer.json() == {
         "translations": translator.translate(SENTENCES),
-        "scores": [pytest.approx(score) for _, score, _ in best],
-        "confidences": [confidence for _, _, confidence in best],
+        "scores": [pytest.approx(rating.score) for rating in best],
+        "confidences": [rating.confidence for rating in best],
     }
     assert answer.json()["translations"][2] == ""  # an empty line stays empty
     confidences = answer.json()["confidences"]  # the run's map, fitted when it trained
@@ -70,13 +70,11 @@ def test_n_best_beam_and_length_penalty_are_those_asked_for(server, translator):
     found = call(server, "POST", "/translate", body).json()
     asked = {"beam_size": 4, "length_penalty": 1.5}
     settings = translator.settings.asking(translator.config.decoding, asked)
-    expected = translator.rated(
-        SENTENCES[:2], translator.nbest(SENTENCES[:2], 3, settings=settings)
-    )
+    expected = translator.rated(SENTENCES[:2], 3, settings=settings)
     assert found["n_best"] == [
-        [{"translation": text, "score": pytest.approx(score), "confidence": confidence}
-         for text, score, confidence in hypotheses]
-        for hypotheses in expected
+        [{"translation": r.translation, "score": pytest.approx(r.score),
+          "confidence": r.confidence} for r in ratings]
+        for ratings in expected
     ]  # fmt: skip
     assert found["translations"] == [hypotheses[0][0] for hypotheses in expected]
     scores = [h["score"] for h in found["n_best"][0]]
@@ -230,7 +228,9 @@ def _answers_or_refuses(server: str, numbers: dict) -> None:
             assert answer.status == 200, (key, end, answer.body)
     hottest = {"sentences": SENTENCES, "top_k": 1, "temperature": 100}  # top 1: greedy
     greedy = call(server, "POST", "/translate", {"sentences": SENTENCES}).json()
-    assert call(server, "POST", "/translate", hottest).json() == greedy
+    sampled = call(server, "POST", "/translate", hottest).json()
+    assert sampled.pop("confidences") == [None] * len(SENTENCES)  # no map reads a sample
+    assert sampled == {key: value for key, value in greedy.items() if key != "confidences"}
 
 
 def test_attention_limits_and_unknown_paths_and_methods(server):

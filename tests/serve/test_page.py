@@ -24,6 +24,7 @@ from http_client import call, served
 from tfm.commands.engines import open_translator
 from tfm.prediction.confidence import ConfidenceMap
 from tfm.prediction.settings import DecodeRequest
+from tfm.prediction.translator import framed_nonblank
 from tfm.serve.app import create_app
 from tfm.serve.request_limits import ServeLimits
 from tfm.training import train
@@ -167,8 +168,10 @@ def test_the_page_shows_the_confidence_and_flags_a_low_one(layered, browser, mon
     from selenium.webdriver.support.select import Select
     from selenium.webdriver.support.wait import WebDriverWait
 
-    [translation] = layered.translate([SENTENCE])
-    [figure] = layered.figures([SENTENCE], [translation])
+    page = layered.settings.asking(layered.config.decoding, {"beam_size": 1})  # what it asks
+    _, sources = framed_nonblank(layered.tokenizer, [SENTENCE])
+    [[(_, _, ids)]] = layered.ranked_found([SENTENCE], sources, page, [1])
+    [figure] = layered.log_probs(sources, [ids])
     # A map that expects chrF 40 of this translation, under its low mark of 50.
     steep = ConfidenceMap(
         knots=((figure - 1, 0.0), (figure, 40.0), (figure + 1, 80.0)), low=50.0, strategy="beam"

@@ -13,13 +13,7 @@ from tfm.commands.input import line_chunks, read_aligned
 from tfm.data.corpus import LoadReport
 from tfm.data.pipeline import EncodedSplit, encode_split, prepare_splits
 from tfm.errors import UsageError
-from tfm.prediction.confidence import (
-    REPORT_KEYS,
-    Judged,
-    confidence_report,
-    read_figures,
-    sentence_chrf,
-)
+from tfm.prediction.confidence import REPORT_KEYS, Judged, confidence_report
 from tfm.prediction.split_evaluation import evaluate_chunks
 from tfm.prediction.translator import Translator
 from tfm.rundir.metrics import json_safe
@@ -50,11 +44,12 @@ def evaluate_run(
     """Scores (and hypotheses in input order) of the translator on a split or on the aligned
     files `src` and `ref`; the hypotheses are also written to `output`, one per line, when
     given, and each one's confidence, figure and sentence chrF to `confidences`
-    (`write_confidences`). `lines` are the files' lines when the caller has read them already
-    (with `read_aligned`, so that a mistake in them is named before a model is loaded). Loss
-    and perplexity are None where the translator cannot score (an export); how well the
-    confidences rank the sentences by chrF (`tfm.prediction.confidence.confidence_report`) is
-    None where it has no confidence map."""
+    (`write_confidences`; see `tfm.prediction.split_evaluation.evaluate_chunks`). `lines` are
+    the files' lines when the caller has read them already (with `read_aligned`, so that a
+    mistake in them is named before a model is loaded). Loss and perplexity are None where the
+    translator cannot score (an export); how well the confidences rank the sentences by chrF
+    (`tfm.prediction.confidence.confidence_report`) is None where no confidence map reads
+    them."""
     check_eval_options(split, src, ref)
     chunks: Iterable[EncodedSplit]
     if src is not None and ref is not None:
@@ -64,43 +59,19 @@ def evaluate_run(
         config, tokenizer = translator.config, translator.tokenizer
         splits, _ = prepare_splits(config.data, config.tokenizer, (split,), tokenizer=tokenizer)
         chunks, name = [splits[split]], split
-        src_text, ref_text = splits[split].src_text, splits[split].tgt_text
-    scores, hypotheses = evaluate_chunks(translator, chunks)
+    reading = translator.reading_map()
+    judged: list[Judged] | None = [] if reading is not None or confidences is not None else None
+    scores, hypotheses = evaluate_chunks(translator, chunks, judged=judged)
     if output is not None:
         output.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
-    judged = judge_lines(translator, src_text, ref_text, hypotheses, every=confidences is not None)
-    if confidences is not None:
+    if confidences is not None and judged is not None:
         write_confidences(confidences, judged)
     found = translator.describe()
     header = {"run": found.pop("run", None), "split": name, **found}
     strategy = translator.settings.strategy.describe()  # its name and settings
-    report = confidence_report(judged) if translator.reading_map() is not None else None
+    report = confidence_report(judged) if reading is not None and judged is not None else None
     scores = {**scores, **(report or dict.fromkeys(REPORT_KEYS))}
     return json_safe({**header, **strategy, **scores}), hypotheses  # NaN/inf scores as None
-
-
-def judge_lines(
-    translator: Translator,
-    sources: Sequence[str],
-    references: Sequence[str],
-    hypotheses: Sequence[str],
-    *,
-    every: bool = False,
-) -> list[Judged]:
-    """Each hypothesis's confidence, figure and sentence chrF, `EVAL_LINES` lines at a time;
-    none (an empty list) where the translator has no confidence map that reads them, unless
-    `every`."""
-    found = translator.reading_map()
-    if found is None and not every:
-        return []
-    judged: list[Judged] = []
-    for lines in line_chunks(len(sources), input_lines.EVAL_LINES):
-        texts, translations = sources[lines], hypotheses[lines]
-        figures = translator.figures(texts, translations)
-        confidences = read_figures(found, figures)
-        chrf = sentence_chrf(translations, references[lines])
-        judged += map(Judged, confidences, figures, chrf)
-    return judged
 
 
 def write_confidences(path: Path, judged: Sequence[Judged]) -> None:
@@ -160,11 +131,11 @@ def translate_batches_judged(
         log.warning("confidence is null: %s", why)
 
     def judged(lines: Sequence[str], *, first_line: int) -> list[dict]:
-        found = translator.nbest(lines, n_best or 1, first_line=first_line)
         rows = []
-        for line, rated in zip(lines, translator.rated(lines, found), strict=True):
-            listed = [{"translation": text, "score": round(score, 4), "confidence": confidence}
-                      for text, score, confidence in rated]  # fmt: skip
+        for line, rated in zip(lines, translator.rated(lines, n_best or 1, first_line=first_line),
+                               strict=True):  # fmt: skip
+            listed = [{"translation": r.translation, "score": round(r.score, 4),
+                       "confidence": r.confidence} for r in rated]  # fmt: skip
             more = {"n_best": listed} if n_best else {}
             rows.append(json_safe({"source": line, **listed[0], **more}))
         return rows

@@ -136,9 +136,9 @@ def _train_and_report(
 
 
 def _calibrate(cfg: Config) -> None:
-    """Fit the run's confidence map (`tfm.commands.calibrate`) from the hypotheses of the
-    validation that chose its model; a run it fails for still trained, and says how to fit it
-    later."""
+    """Fit the run's confidence map for its best.pt (`tfm.commands.calibrate`: about one
+    validation's time, after the budget); a run it fails for still trained, and says how to fit
+    it later."""
     from tfm.commands.calibrate import calibrate_run
 
     try:

@@ -18,7 +18,7 @@ from tfm.deploy.export import require_ctranslate2
 from tfm.errors import UsageError
 from tfm.prediction.confidence import CONFIDENCE_FILE, read_map
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
-from tfm.prediction.translator import Found, Translator, framed_nonblank
+from tfm.prediction.translator import Found, Translator
 
 if TYPE_CHECKING:
     from tfm.prediction.attention_weights import AttentionView
@@ -48,10 +48,8 @@ class ExportTranslator(Translator):
     ) -> Sequence[Found]:
         return translate_nbest_ids(self.exported, sources, settings, n_best, with_scores=scored)
 
-    def log_probs(self, texts: Sequence[str], translations: Sequence[str]) -> list[float]:
-        _, sources = framed_nonblank(self.tokenizer, texts)
-        targets = self.tokenizer.encode_tgt(translations)
-        return score_ids(self.exported, sources, targets, self.settings)
+    def log_probs(self, sources: list[list[int]], outputs: Sequence[list[int]]) -> list[float]:
+        return score_ids(self.exported, sources, outputs, self.settings)
 
     def attention_views(
         self, sentence: str, source: list[int] | None = None

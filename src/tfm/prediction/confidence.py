@@ -2,14 +2,15 @@
 reference, read off the model's own figures by a map fitted on the validation split.
 
 Not in the paper. Fomicheva et al. (2020, "Unsupervised Quality Estimation for Neural Machine
-Translation") show that a model's own probabilities predict the quality of its translations
-without any other model; silnlp fits such a figure to chrF on held-out data. Here the figure is
-`log_prob`, the mean log-probability per token (</s> included) of the translation given its
-source, from one teacher-forced pass of the model, whatever search found the translation. The
-map is monotone: isotonic regression (pool adjacent violators) of the validation sentences'
-chrF on the figure, over `BINS` bins of equal count, interpolated linearly between the pools'
-centres and continued beyond the outermost by the nearest line, within 0 and 100. A higher
-figure never gives a lower confidence.
+Translation") show that a model's own probabilities predict the quality of its translations without
+any other model; silnlp fits such a figure to chrF on held-out data. Here the figure is `log_prob`,
+the mean log-probability per token (</s> included) of the translation given its source, from one
+teacher-forced pass of the model over the ids the search found (a text encoded again can split into
+other subwords: 6.5% of Turkish translations do, and their figure then says less). The map is
+monotone: isotonic regression (pool adjacent violators) of the validation sentences' chrF on the
+figure, over `BINS` bins of equal count, interpolated linearly between the pools' centres and
+continued beyond the outermost by the nearest line, within 0 and 100. A higher figure never gives a
+lower confidence.
 
 Dropout variance, source coverage (cross attention), the entropy of the predictions and the
 agreement of the beam's translations were measured beside it on Tatoeba runs (`bench/

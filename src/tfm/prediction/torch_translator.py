@@ -16,7 +16,7 @@ from tfm.prediction.likelihood import mean_log_probs, teacher_forced_nll
 from tfm.prediction.reranking import Reranker
 from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.translate import search_ids
-from tfm.prediction.translator import Found, Scored, Translator, framed_nonblank
+from tfm.prediction.translator import Found, Scored, Translator
 from tfm.transformer import Transformer
 
 
@@ -75,9 +75,8 @@ class TorchTranslator(Translator):
         """The beams reranked, with the combined scores, when there is a reranker."""
         return beams if self.reranker is None else self.reranker.rerank(texts, beams)
 
-    def log_probs(self, texts: Sequence[str], translations: Sequence[str]) -> list[float]:
-        _, sources = framed_nonblank(self.tokenizer, texts)
-        targets = [[BOS_ID, *ids, EOS_ID] for ids in self.tokenizer.encode_tgt(translations)]
+    def log_probs(self, sources: list[list[int]], outputs: Sequence[list[int]]) -> list[float]:
+        targets = [[BOS_ID, *ids, EOS_ID] for ids in outputs]
         return mean_log_probs(self.model, sources, targets, self.settings)
 
     def nll(self, split: EncodedSplit) -> tuple[float, int] | None:

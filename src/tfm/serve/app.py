@@ -113,17 +113,17 @@ def create_app(
         options = _options(body, translator)
         work = await prepared(body.sentences, options.beam)
         found = await _answer(worker, limits, work, options) if work.sources else []
-        rated = work.placed(found, lambda: [(*empty_output()[0], None)])
+        rated = work.placed(found, empty_output)  # per sentence its Ratings, best first
         answer: dict[str, Any] = {
-            "translations": [hypotheses[0][0] for hypotheses in rated],
-            "scores": [_finite(hypotheses[0][1]) for hypotheses in rated],
-            "confidences": [hypotheses[0][2] for hypotheses in rated],
+            "translations": [ratings[0].translation for ratings in rated],
+            "scores": [_finite(ratings[0].score) for ratings in rated],
+            "confidences": [ratings[0].confidence for ratings in rated],
         }
         if options.n_best is not None:
             answer["n_best"] = [
-                [{"translation": text, "score": _finite(score), "confidence": confidence}
-                 for text, score, confidence in hypotheses]
-                for hypotheses in rated
+                [{"translation": r.translation, "score": _finite(r.score),
+                  "confidence": r.confidence} for r in ratings]
+                for ratings in rated
             ]  # fmt: skip
         if work.truncated:
             answer["truncated"] = work.truncated

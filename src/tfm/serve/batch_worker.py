@@ -108,8 +108,8 @@ class BatchWorker:
 
     def submit(self, job: Job) -> None:
         """Hand `job` to the worker (from the asyncio loop); its `future` gets the result: per
-        source its n-best list (one translation without `n_best`) of (text, score, confidence);
-        or `task()`'s result. Raises `QueueFull`, or `Busy` when the work ahead would not let it
+        source its n-best list (one translation without `n_best`) of `Rating`s; or `task()`'s
+        result. Raises `QueueFull`, or `Busy` when the work ahead would not let it
         be answered in time."""
         if not self.alive:
             raise WorkerStopped(self.failure or "the server is stopping")
@@ -229,9 +229,8 @@ class BatchWorker:
         numbers = [i + 1 for part in parts for i in range(part.start, part.stop)]
         options = job.options
         assert options is not None
-        n_best = options.n_best or 1
-        beams = self.translator.ranked_beams(texts, sources, options.settings, numbers, n_best)
-        found = self.translator.rated(texts, [beam[:n_best] for beam in beams], options.settings)
+        found = self.translator.rated_beams(texts, sources, options.settings, numbers,
+                                            options.n_best or 1)  # fmt: skip
         self.batches += 1
         self.sentences += len(texts)
         results, start = [], 0

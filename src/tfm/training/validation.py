@@ -12,7 +12,6 @@ from pathlib import Path
 
 from tfm.atomic import atomic_write_text
 from tfm.data.pipeline import EncodedSplit
-from tfm.errors import CheckpointError
 from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.split_evaluation import evaluate_chunks
 from tfm.prediction.torch_translator import TorchTranslator
@@ -22,8 +21,6 @@ from tfm.training.diagnostics import degenerate_warnings
 from tfm.training.session import Session
 
 log = logging.getLogger(__name__)
-
-HEADER = ["source", "reference", "hypothesis"]  # the columns of validations/step-N.tsv
 
 
 def validate_and_checkpoint(session: Session) -> bool:
@@ -78,20 +75,10 @@ def write_validation_output(path: Path, split: EncodedSplit, hypotheses: list[st
     Python's csv quoting where a text holds a tab or a quote), written atomically."""
     out = io.StringIO()
     writer = csv.writer(out, delimiter="\t", lineterminator="\n")
-    writer.writerow(HEADER)
+    writer.writerow(["source", "reference", "hypothesis"])
     writer.writerows(zip(split.src_text, split.tgt_text, hypotheses, strict=True))
     path.parent.mkdir(exist_ok=True)
     atomic_write_text(out.getvalue(), path)
-
-
-def read_validation_output(path: Path) -> tuple[list[str], list[str], list[str]]:
-    """The sources, references and hypotheses of a file `write_validation_output` wrote."""
-    with path.open(encoding="utf-8", newline="") as file:
-        rows = list(csv.reader(file, delimiter="\t"))
-    if not rows or rows[0] != HEADER or any(len(row) != len(HEADER) for row in rows):
-        raise CheckpointError(f"{path}: not a validation output (a {' / '.join(HEADER)} row)")
-    body = rows[1:]
-    return [row[0] for row in body], [row[1] for row in body], [row[2] for row in body]
 
 
 def warn_degenerate(session: Session, hypotheses: list[str]) -> None:
