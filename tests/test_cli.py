@@ -17,6 +17,7 @@ from tiny_models import best_ids, decode_settings
 from typer.testing import CliRunner
 
 from tfm.cli import app
+from tfm.prediction.confidence import REPORT_KEYS
 from tfm.rundir.paths import remember_run
 
 
@@ -349,6 +350,8 @@ def test_ensemble_decodes_with_the_mean_of_the_runs_probabilities(workdir, train
     assert twice.pop("ensemble") == [str(run)]
     assert twice.pop("loss") == pytest.approx(alone.pop("loss"), abs=1e-3)
     twice.pop("perplexity"), alone.pop("perplexity")
+    assert all(twice.pop(key) is None for key in REPORT_KEYS)  # an ensemble has no confidence map
+    assert all(alone.pop(key) is not None for key in REPORT_KEYS)  # the run alone has one
     assert without_timing(twice) == without_timing(alone)
 
 

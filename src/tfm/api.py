@@ -33,8 +33,13 @@ Runs and decoding
 Back-translation
     `prepared_monolingual(config)`, a run's monolingual text as the data cache keeps it;
     `generate_synthetic`, its chosen lines translated into a synthetic corpus.
+Confidence
+    `calibrate_run`, what `tfm calibrate` does; `ConfidenceMap` and `fit_map`, the map from a
+    translation's mean token log-probability to its expected sentence chrF; `sentence_chrf`,
+    `spearman` and `low_share_gap`, how well confidences rank sentences.
 """
 
+from tfm.commands.calibrate import calibrate_run, fit_map
 from tfm.commands.decode import evaluate_run, translate_batches
 from tfm.commands.engines import open_translator
 from tfm.commands.input import translation_input
@@ -58,6 +63,7 @@ from tfm.data.tokenizer import (
 )
 from tfm.data.toy.generator import generate as generate_toy_corpus
 from tfm.deploy import export_run
+from tfm.prediction.confidence import ConfidenceMap, low_share_gap, sentence_chrf, spearman
 from tfm.prediction.likelihood import teacher_forced_loss
 from tfm.prediction.scoring import score_translations
 from tfm.prediction.settings import DecodeRequest, DecodeSettings, OutputLimit
@@ -143,4 +149,10 @@ __all__ = [
     "translation_input",
     "untrained",
     "wants_byte_fallback",
+    "ConfidenceMap",
+    "calibrate_run",
+    "fit_map",
+    "low_share_gap",
+    "sentence_chrf",
+    "spearman",
 ]

@@ -280,6 +280,13 @@ def evaluate(
     ref: Annotated[Path | None, typer.Option("--ref", help="Reference file for --src.")] = None,
     as_json: JsonOption = False,
     output: Annotated[Path | None, typer.Option(help="Write hypotheses here.")] = None,
+    confidences: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write each hypothesis's confidence here: a TSV of confidence (empty without "
+            "the run's confidence map), log_prob and sentence chrF, after a header line."
+        ),
+    ] = None,
     run: RunOption = None,
     checkpoint: CheckpointOption = None,
     device: DeviceOption = None,
@@ -297,7 +304,8 @@ def evaluate(
     check_eval_options(split, src, ref)
     lines = read_aligned(src, ref) if src is not None and ref is not None else None
     translator = open_translator(_decode_request(ctx))
-    scores, _ = evaluate_run(translator, split=split, src=src, ref=ref, output=output, lines=lines)
+    scores, _ = evaluate_run(translator, split=split, src=src, ref=ref, output=output, lines=lines,
+                             confidences=confidences)  # fmt: skip
     if as_json:
         typer.echo(json.dumps(scores, ensure_ascii=False))
         return
@@ -327,6 +335,15 @@ def translate(
             "(unless --beam-size says otherwise), or N samples.",
         ),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print a JSON object a line: source, translation, score and confidence (the "
+            "sentence chrF expected of it; null where the run has no confidence map); with "
+            "--n-best, also n_best, a list of translations with their scores and confidences.",
+        ),
+    ] = False,
     run: RunOption = None,
     checkpoint: CheckpointOption = None,
     device: DeviceOption = None,
@@ -337,7 +354,11 @@ def translate(
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each; at a
     terminal with no input, translate each line typed at a prompt until Ctrl-D."""
-    from tfm.commands.decode import translate_batches, translate_batches_nbest
+    from tfm.commands.decode import (
+        translate_batches,
+        translate_batches_judged,
+        translate_batches_nbest,
+    )
     from tfm.commands.engines import open_translator
     from tfm.commands.input import translation_input
 
@@ -346,7 +367,10 @@ def translate(
         typer.echo("Type a sentence, then Enter; arrow keys recall lines, Ctrl-D ends.", err=True)
     batches = translation_input(sentences or [], file, sys.stdin, ask=_ask)
     translator = open_translator(_decode_request(ctx))
-    if n_best is None:
+    if as_json:
+        for rows in translate_batches_judged(translator, batches, n_best):
+            _write_lines([json.dumps(row, ensure_ascii=False) for row in rows])
+    elif n_best is None:
         for translations in translate_batches(translator, batches):
             _write_lines(translations)
     else:
@@ -593,6 +617,27 @@ def average(
     from tfm.commands.runs import average_run
 
     typer.echo(average_run(run, out, last=last, best=best))
+
+
+@app.command()
+@_command
+def calibrate(
+    run: RunOption = None,
+    device: DeviceOption = None,
+    threads: ThreadsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Fit the run's confidence map on its validation split (training does this at its end; an
+    averaged run needs it) into confidence.json: translations then get the sentence chrF
+    expected of them."""
+    from tfm.commands.calibrate import calibrate_run
+
+    found = calibrate_run(run, device=device, threads=threads)
+    if as_json:
+        typer.echo(json.dumps(found, ensure_ascii=False))
+        return
+    for key, value in found.items():
+        typer.echo(f"{key:<16} {value}")
 
 
 @app.command("export")

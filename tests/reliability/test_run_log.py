@@ -35,7 +35,9 @@ def test_training_goes_on_when_its_stderr_pipe_is_closed(tmp_path):
     lines = log_lines(run)
     assert lines[:3] == seen
     assert any(line.startswith("step 20 validation: ") for line in lines)
-    assert lines[-1].startswith("done: 20 steps (max_steps)")
+    done = next(i for i, line in enumerate(lines) if line.startswith("done: 20 steps (max_steps)"))
+    assert lines[-1].startswith("confidence map fitted on 6 validation sentences")  # then this
+    assert done >= len(lines) - 3
 
 
 def test_train_log_holds_every_line_of_stderr_and_validations_keep_hypotheses(tmp_path):

@@ -97,7 +97,8 @@ def test_resume_and_average_keep_the_manifest_true(tmp_path):
     result = resume(run, "train.max_steps=3", "decoding.beam_size=2")  # config.yaml rewritten
     assert result.exit_code == 0, result.stderr
     files = json.loads((run / MANIFEST_FILE).read_text())["files"]
-    assert set(files) == {"config.yaml", "tokenizer.json", "best.pt", "last.pt"}
+    # confidence.json: the map fitted again for the resumed run's best.pt (tfm.commands.calibrate)
+    assert set(files) == {"config.yaml", "tokenizer.json", "best.pt", "last.pt", "confidence.json"}
     assert all(len(digests) == 1 for digests in files.values())
     assert files["last.pt"] == [load_checkpoint_digest(run / "last.pt")]
     assert invoke("eval", "--run", run, "--json").exit_code == 0

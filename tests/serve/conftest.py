@@ -12,6 +12,7 @@ from tiny_models import decode_settings, single_thread
 
 from tfm.commands.engines import open_translator
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.translator import Rating
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -54,6 +55,8 @@ class HeldTranslator:
     seconds: float = 0.0
     failing: BaseException | None = None
     calls: list[list[str]] = field(default_factory=list)
+    confidence_map: object = None
+    unmapped: str = "a translator double has no confidence map"
 
     def best_of(self, texts, sources, settings, numbers):
         assert self.release.wait(60)
@@ -67,6 +70,11 @@ class HeldTranslator:
         found = self.best_of(texts, sources, settings, numbers)
         hypotheses = settings.strategy.hypotheses(n_best)
         return [[(text, -float(k)) for k in range(hypotheses)] for text in found]
+
+    def rated_beams(self, texts, sources, settings, numbers, n_best=1):
+        found = self.ranked_beams(texts, sources, settings, numbers, n_best)
+        return [[Rating(text, score, None, None) for text, score in scored[:n_best]]
+                for scored in found]  # fmt: skip
 
 
 class WordTokenizer:

@@ -43,7 +43,7 @@ def test_a_lone_surrogate_is_a_400_and_the_next_request_is_answered_within_a_sec
     started = time.monotonic()
     answer = call(server, "POST", "/translate", {"sentences": [SENTENCE]})
     assert time.monotonic() - started < 1
-    assert answer.json() == {"translations": engine.translate([SENTENCE])}
+    assert answer.json()["translations"] == engine.translate([SENTENCE])
     assert call(server, "GET", "/health").json() == {"status": "ok"}
 
 
@@ -111,7 +111,7 @@ def test_a_seed_the_engine_cannot_repeat_is_a_422_and_no_traceback(server, engin
 def test_a_sentence_cut_to_the_model_is_named_in_the_answer(server, engine):
     sentences = ["a bird sleeps", LONG]
     answer = call(server, "POST", "/translate", {"sentences": sentences}).json()
-    assert answer == {"translations": engine.translate(sentences), "truncated": [1]}
+    assert (answer["translations"], answer["truncated"]) == (engine.translate(sentences), [1])
     short = call(server, "POST", "/translate", {"sentences": sentences[:1]}).json()
     assert "truncated" not in short
 

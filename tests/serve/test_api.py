@@ -39,13 +39,30 @@ def test_health_and_info_describe_the_run(server, translator):
     assert info["decoding"] == {"strategy": "greedy", "max_len_a": 1.5, "max_len_b": 5}
     assert info["limits"]["max_sentences"] == 4 and info["attention"] is True
     assert info["auth"] is False
+    found = translator.confidence_map  # fitted when the run trained
+    assert info["confidence"] == {"map": True, "low": found.low, "strategy": "greedy",
+                                  "fitted": found.fitted}  # fmt: skip
+
+
+def test_info_says_when_answers_have_no_confidences_without_naming_files(held):
+    with served(create_app(held, LIMITS), LIMITS) as base:
+        info = call(base, "GET", "/info").json()
+    why = "the model has no confidence map (tfm calibrate fits one)"
+    assert info["confidence"] == {"map": False, "why": why}
 
 
 def test_translate_gives_what_the_library_gives(server, translator):
     answer = call(server, "POST", "/translate", {"sentences": SENTENCES})
     assert answer.status == 200
-    assert answer.json() == {"translations": translator.translate(SENTENCES)}
+    [best] = zip(*translator.rated(SENTENCES), strict=True)
+    assert answer.json() == {
+        "translations": translator.translate(SENTENCES),
+        "scores": [pytest.approx(rating.score) for rating in best],
+        "confidences": [rating.confidence for rating in best],
+    }
     assert answer.json()["translations"][2] == ""  # an empty line stays empty
+    confidences = answer.json()["confidences"]  # the run's map, fitted when it trained
+    assert all(0 <= c <= 100 for c in confidences[:2]) and confidences[2] is None
 
 
 def test_n_best_beam_and_length_penalty_are_those_asked_for(server, translator):
@@ -53,11 +70,12 @@ def test_n_best_beam_and_length_penalty_are_those_asked_for(server, translator):
     found = call(server, "POST", "/translate", body).json()
     asked = {"beam_size": 4, "length_penalty": 1.5}
     settings = translator.settings.asking(translator.config.decoding, asked)
-    expected = translator.nbest(SENTENCES[:2], 3, settings=settings)
+    expected = translator.rated(SENTENCES[:2], 3, settings=settings)
     assert found["n_best"] == [
-        [{"translation": text, "score": pytest.approx(score)} for text, score in hypotheses]
-        for hypotheses in expected
-    ]
+        [{"translation": r.translation, "score": pytest.approx(r.score),
+          "confidence": r.confidence} for r in ratings]
+        for ratings in expected
+    ]  # fmt: skip
     assert found["translations"] == [hypotheses[0][0] for hypotheses in expected]
     scores = [h["score"] for h in found["n_best"][0]]
     assert scores == sorted(scores, reverse=True)
@@ -210,7 +228,9 @@ def _answers_or_refuses(server: str, numbers: dict) -> None:
             assert answer.status == 200, (key, end, answer.body)
     hottest = {"sentences": SENTENCES, "top_k": 1, "temperature": 100}  # top 1: greedy
     greedy = call(server, "POST", "/translate", {"sentences": SENTENCES}).json()
-    assert call(server, "POST", "/translate", hottest).json() == greedy
+    sampled = call(server, "POST", "/translate", hottest).json()
+    assert sampled.pop("confidences") == [None] * len(SENTENCES)  # no map reads a sample
+    assert sampled == {key: value for key, value in greedy.items() if key != "confidences"}
 
 
 def test_attention_limits_and_unknown_paths_and_methods(server):
@@ -237,7 +257,7 @@ def test_the_api_key_is_needed_for_the_model_but_not_for_health_or_the_page(tran
             assert call(base, "GET", "/info", headers=headers).status == 401
         good = {"Authorization": f"Bearer {key}"}
         answer = call(base, "POST", "/translate", {"sentences": ["a dog"]}, headers=good)
-        assert answer.json() == {"translations": translator.translate(["a dog"])}
+        assert answer.json()["translations"] == translator.translate(["a dog"])
         assert call(base, "GET", "/info", headers=good).json()["auth"] is True
         assert call(base, "GET", "/health").status == 200
         assert call(base, "GET", "/").status == 200
@@ -269,7 +289,7 @@ def test_requests_that_arrive_together_are_decoded_as_one_batch(held):
 
         def ask(i: int) -> None:
             body = {"sentences": [f"sentence {i} a", f"sentence {i} b"]}
-            answers[i] = call(base, "POST", "/translate", body).json()
+            answers[i] = call(base, "POST", "/translate", body).json()["translations"]
 
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
         for thread in threads:
@@ -278,7 +298,7 @@ def test_requests_that_arrive_together_are_decoded_as_one_batch(held):
         held.release.set()
         for thread in threads:
             thread.join(30)
-    expected = {i: {"translations": [f"SENTENCE {i} A", f"SENTENCE {i} B"]} for i in range(6)}
+    expected = {i: [f"SENTENCE {i} A", f"SENTENCE {i} B"] for i in range(6)}
     assert answers == expected
     assert len(held.calls) < 6 and sum(len(c) for c in held.calls) == 12
 

@@ -11,6 +11,7 @@ with TFM_SERVE_SCREENSHOT=FILE the test saves its screenshot there (docs/serve.p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -21,7 +22,9 @@ from builders import tiny_config
 from http_client import call, served
 
 from tfm.commands.engines import open_translator
+from tfm.prediction.confidence import ConfidenceMap
 from tfm.prediction.settings import DecodeRequest
+from tfm.prediction.translator import framed_nonblank
 from tfm.serve.app import create_app
 from tfm.serve.request_limits import ServeLimits
 from tfm.training import train
@@ -111,6 +114,10 @@ def test_the_page_translates_and_shows_the_attention_of_the_chosen_head(layered,
         browser.find_element(By.ID, "source").send_keys(SENTENCE, Keys.ENTER)
         shown = lambda d: d.find_element(By.ID, "translation").get_attribute("textContent")  # noqa: E731
         wait.until(lambda d: shown(d) == translation, message=f"{translation!r} never shown")
+        asked = layered.settings.asking(layered.config.decoding, {"beam_size": 1})  # the page's
+        [[(_, score)]] = layered.nbest([SENTENCE], 1, settings=asked)  # the run has no map
+        unmapped = f"Score {score:.4f}; no confidence: the model has no confidence map."
+        assert text_of(browser, "confidence") == unmapped
         wait.until(lambda d: d.find_element(By.ID, "heatmap").get_attribute("data-view"))
         assert heatmap(browser) == attention["cross"][0][0]
         pair = browser.find_element(By.ID, "attention-pair").get_attribute("textContent")
@@ -154,6 +161,42 @@ def enter(driver, sentence: str) -> None:
     box = driver.find_element(By.ID, "source")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(Keys.BACKSPACE, sentence, Keys.ENTER)
+
+
+def test_the_page_shows_the_confidence_and_flags_a_low_one(layered, browser, monkeypatch):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    page = layered.settings.asking(layered.config.decoding, {"beam_size": 1})  # what it asks
+    _, sources = framed_nonblank(layered.tokenizer, [SENTENCE])
+    [[(_, _, ids)]] = layered.ranked_found([SENTENCE], sources, page, [1])
+    [figure] = layered.log_probs(sources, [ids])
+    # A map that expects chrF 40 of this translation, under its low mark of 50.
+    steep = ConfidenceMap(
+        knots=((figure - 1, 0.0), (figure, 40.0), (figure + 1, 80.0)), low=50.0, strategy="beam"
+    )
+    monkeypatch.setattr(layered, "confidence_map", steep)
+    wait = WebDriverWait(browser, WAIT_S)
+    with served(create_app(layered)) as base:
+        browser.get(base + "/")
+        wait.until(lambda d: "→" in text_of(d, "model-info"))
+        enter(browser, SENTENCE)
+        low = "Confidence 40: the sentence chrF expected of this translation; low, check it."
+        wait.until(lambda d: text_of(d, "confidence") == low)
+        assert "low" in browser.find_element(By.ID, "confidence").get_attribute("class")
+        Select(browser.find_element(By.ID, "n-best")).select_by_visible_text("2")
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#n-best-list .score")) == 2)
+        [first, _] = browser.find_elements(By.CSS_SELECTOR, "#n-best-list .score")
+        assert first.get_attribute("textContent").endswith(" · confidence 40")
+        lower = dataclasses.replace(steep, low=30.0)
+        monkeypatch.setattr(layered, "confidence_map", lower)  # the same figure, now not low
+        browser.get(base + "/")
+        wait.until(lambda d: "→" in text_of(d, "model-info"))
+        enter(browser, SENTENCE)
+        fine = "Confidence 40: the sentence chrF expected of this translation."
+        wait.until(lambda d: text_of(d, "confidence") == fine)
+        assert "low" not in browser.find_element(By.ID, "confidence").get_attribute("class")
 
 
 def test_the_page_names_bytes_notes_the_beam_and_clears_old_results_and_errors(with_bytes, browser):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tfm.config import Config, load_config
 from tfm.device import check_device_name
-from tfm.errors import TrainingError, UsageError
+from tfm.errors import TfmError, TrainingError, UsageError
 from tfm.rundir.paths import check_path_length
 from tfm.training import StopFlag, TrainResult, train
 from tfm.training.diagnostics import unusable_model
@@ -130,7 +130,22 @@ def _train_and_report(
     )
     if cut_short and result.rank == 0:  # the process that validated
         _cut_short(cfg, result, f"{resume_command} --set train.max_minutes=null")
+    if result.rank == 0:
+        _calibrate(cfg)
     return TrainOutcome(str(result.run_dir) if result.rank == 0 else None, 0)
+
+
+def _calibrate(cfg: Config) -> None:
+    """Fit the run's confidence map for its best.pt (`tfm.commands.calibrate`: about one
+    validation's time, after the budget); a run it fails for still trained, and says how to fit
+    it later."""
+    from tfm.commands.calibrate import calibrate_run
+
+    try:
+        calibrate_run(cfg.run_dir, device=cfg.train.device, threads=cfg.train.threads)
+    except (TfmError, ValueError) as exc:
+        log.warning("no confidence map: %s; translations get none until `tfm calibrate --run "
+                    "%s` fits one", exc, cfg.run_dir)  # fmt: skip
 
 
 def _time_used(result: TrainResult) -> str:

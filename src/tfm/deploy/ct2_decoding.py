@@ -137,6 +137,24 @@ def translate_nbest_ids(
     return outputs
 
 
+def score_ids(
+    model: ExportedModel,
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    settings: DecodeSettings,
+) -> list[float]:
+    """The mean log-probability per token of each target (ids without BOS and EOS; </s>
+    counted, as tfm's teacher-forced pass counts it) given its framed source, by CTranslate2's
+    `score_batch`; sources are cut to the positional table as for decoding, targets to it
+    with their </s>."""
+    pieces, _ = _by_output_limit(model, sources, settings)
+    limit = model.info.max_len - 1
+    outputs = [model.tokenizer.tgt_pieces(list(ids)[:limit]) for ids in targets]
+    results = model.translator.score_batch(pieces, outputs, max_batch_size=settings.max_tokens,
+                                           batch_type="tokens", max_input_length=0)  # fmt: skip
+    return [sum(result.log_probs) / len(result.log_probs) for result in results]
+
+
 Rescore = Callable[[float, int], float]  # CTranslate2's score, |Y| -> tfm's score
 
 

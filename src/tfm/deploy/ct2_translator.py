@@ -1,14 +1,22 @@
-"""An exported folder opened as a `tfm.prediction.translator.Translator`: CTranslate2 searches,
-tfm frames the lines and lists n-best texts. Needs no torch."""
+"""An exported folder opened as a `tfm.prediction.translator.Translator`: CTranslate2 searches
+and scores given translations, tfm frames the lines, lists n-best texts and reads confidences
+with the map the run had for the model exported. Needs no torch."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tfm.deploy.ct2_decoding import ExportedModel, ct2_search, open_export, translate_nbest_ids
+from tfm.deploy.ct2_decoding import (
+    ExportedModel,
+    ct2_search,
+    open_export,
+    score_ids,
+    translate_nbest_ids,
+)
 from tfm.deploy.export import require_ctranslate2
 from tfm.errors import UsageError
+from tfm.prediction.confidence import CONFIDENCE_FILE, read_map
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
 from tfm.prediction.translator import Found, Translator
 
@@ -39,6 +47,9 @@ class ExportTranslator(Translator):
         scored: bool,
     ) -> Sequence[Found]:
         return translate_nbest_ids(self.exported, sources, settings, n_best, with_scores=scored)
+
+    def log_probs(self, sources: list[list[int]], outputs: Sequence[list[int]]) -> list[float]:
+        return score_ids(self.exported, sources, outputs, self.settings)
 
     def attention_views(
         self, sentence: str, source: list[int] | None = None
@@ -75,4 +86,12 @@ def open_exported(request: DecodeRequest) -> ExportTranslator:
     exported = open_export(request.run or "", device=device, threads=request.threads or 1)
     settings = DecodeSettings.from_config(exported.config.decoding, device, "float32",
                                           asked=request.search, n_best=request.n_best)  # fmt: skip
-    return ExportTranslator(exported=exported, settings=settings)
+    translator = ExportTranslator(exported=exported, settings=settings)
+    if (exported.path / CONFIDENCE_FILE).is_file():  # written with the model: it is the model's
+        translator.confidence_map, _ = read_map(exported.path / CONFIDENCE_FILE)
+    else:
+        translator.unmapped = (
+            f"{exported.path} has no confidence map: its run had none for the model exported; "
+            "`tfm calibrate` the run, then export it again"
+        )
+    return translator

@@ -96,7 +96,8 @@ def export_run(
     device: str = "cpu",
 ) -> ExportInfo:
     """Convert the run's model (best.pt, else last.pt) to CTranslate2 in `out_dir`, with the
-    tokenizer, config and marker beside it. `quantization` "none" keeps float32 weights;
+    tokenizer, config, the run's confidence map of that model (if it has one) and marker beside
+    it. `quantization` "none" keeps float32 weights;
     `device` ("cpu" or "cuda") is where the export will run, and must support the quantization.
 
     Raises UsageError for a missing run or model file, an unknown or unsupported quantization,
@@ -113,6 +114,8 @@ def export_run(
     import torch
 
     from tfm.deploy.convert import TfmConverter, check_representable
+    from tfm.prediction.confidence import CONFIDENCE_FILE, load_map
+    from tfm.rundir.manifest import file_digest
     from tfm.rundir.model_file import load_model_file, load_trained
     from tfm.rundir.paths import find_run
 
@@ -133,7 +136,13 @@ def export_run(
         max_len=trained.model.max_len,
     )
     converter = TfmConverter(trained.model, trained.tokenizer, model_args)
-    _write_folder(out, converter, quantization, [paths.root / TOKENIZER_FILE, paths.config], info)
+    files = [paths.root / TOKENIZER_FILE, paths.config]
+    found, why = load_map(paths.root, file_digest(model_file))
+    if found is None:
+        log.warning("the export gives no confidences: %s, then export again", why)
+    else:  # the map of the model exported: its translations' figures, as the export reads them
+        files.append(paths.root / CONFIDENCE_FILE)
+    _write_folder(out, converter, quantization, files, info)
     log.info(
         "exported %s (step %d) to %s, quantization %s", model_file, info.step, out, quantization
     )

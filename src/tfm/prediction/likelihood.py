@@ -30,9 +30,24 @@ def teacher_forced_nll(
     """The summed negative log-likelihood of a split's targets and the number of tokens it
     sums over: the parts of the mean loss, which add up across the chunks of a long input."""
     total = -sum(sequence_log_probs(model, split.src, split.tgt, settings))
-    # the tokens predicted: all but BOS, at most the positional table's (as sequence_log_probs)
-    count = sum(min(len(t) - 1, model.max_len) for t in split.tgt)
-    return total, count
+    return total, sum(_predicted(model, t) for t in split.tgt)
+
+
+def mean_log_probs(
+    model: Model,
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    settings: DecodeSettings,
+) -> list[float]:
+    """log p(target | source) / the tokens it sums over, of each framed pair, in input order."""
+    sums = sequence_log_probs(model, sources, targets, settings)
+    return [total / _predicted(model, t) for total, t in zip(sums, targets, strict=True)]
+
+
+def _predicted(model: Model, target: Sequence[int]) -> int:
+    """The tokens of a framed target that are predicted: all but BOS, at most the positional
+    table's (as `sequence_log_probs` cuts them)."""
+    return min(len(target) - 1, model.max_len)
 
 
 @torch.inference_mode()

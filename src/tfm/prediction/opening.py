@@ -15,12 +15,14 @@ from tfm.config import Config
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import resolve_precision, select_device
 from tfm.errors import UsageError
+from tfm.prediction.confidence import load_map
 from tfm.prediction.ensemble import Ensemble, Model
 from tfm.prediction.reranking import Reranker
 from tfm.prediction.settings import DecodeRequest, DecodeSettings
 from tfm.prediction.strategies import BeamSearch, asked_strategy
 from tfm.prediction.torch_translator import TorchTranslator
 from tfm.rundir.checkpoint import CorruptCheckpointError
+from tfm.rundir.manifest import file_digest
 from tfm.rundir.model_file import TrainedModel, load_trained
 from tfm.rundir.paths import RunPaths, find_run, is_export
 from tfm.threads import use_threads
@@ -46,10 +48,17 @@ def open_torch(request: DecodeRequest) -> TorchTranslator:
     model = _ensemble_of(trained, request.ensemble, target)
     weight = 1.0 if request.rerank_weight is None else request.rerank_weight
     reranker = open_reranker(trained.config, trained.tokenizer, request.rerank_with, weight, target)
-    return TorchTranslator(model=model, tokenizer=trained.tokenizer, config=trained.config,
-                           settings=settings, reranker=reranker, step=trained.step,
-                           run=trained.paths.root, ensemble=request.ensemble,
-                           rerank_with=request.rerank_with)  # fmt: skip
+    translator = TorchTranslator(model=model, tokenizer=trained.tokenizer, config=trained.config,
+                                 settings=settings, reranker=reranker, step=trained.step,
+                                 run=trained.paths.root, ensemble=request.ensemble,
+                                 rerank_with=request.rerank_with,
+                                 model_file=trained.model_file)  # fmt: skip
+    if request.ensemble:
+        translator.unmapped = "an ensemble has no confidence map (each run's is its own model's)"
+    else:
+        digest = file_digest(trained.model_file)
+        translator.confidence_map, translator.unmapped = load_map(trained.paths.root, digest)
+    return translator
 
 
 def for_reranking(request: DecodeRequest) -> DecodeRequest:

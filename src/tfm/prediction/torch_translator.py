@@ -9,10 +9,10 @@ from pathlib import Path
 
 from tfm.config import Config
 from tfm.data.pipeline import EncodedSplit
-from tfm.data.tokenizer import Tokenizer
+from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer
 from tfm.prediction.attention_weights import AttentionView, attention_views
 from tfm.prediction.ensemble import Model
-from tfm.prediction.likelihood import teacher_forced_nll
+from tfm.prediction.likelihood import mean_log_probs, teacher_forced_nll
 from tfm.prediction.reranking import Reranker
 from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.translate import search_ids
@@ -23,8 +23,9 @@ from tfm.transformer import Transformer
 class TorchTranslator(Translator):
     """A torch model translating with tfm's own search: `model` is what decodes (one model, or
     an ensemble), `reranker` the reverse-direction model that reranks the whole beam, if any;
-    `run` the run directory it came from (None: a model being trained) and `ensemble`,
-    `rerank_with` the other runs as the user named them, for `describe`."""
+    `run` the run directory it came from (None: a model being trained) and `model_file` the file
+    of its weights; `ensemble`, `rerank_with` the other runs as the user named them, for
+    `describe`."""
 
     engine = "torch"
 
@@ -40,9 +41,10 @@ class TorchTranslator(Translator):
         run: Path | None = None,
         ensemble: Sequence[str | Path] = (),
         rerank_with: Sequence[str | Path] = (),
+        model_file: Path | None = None,
     ) -> None:
         self.model, self.tokenizer, self.config, self.settings = model, tokenizer, config, settings
-        self.reranker, self.step, self.run = reranker, step, run
+        self.reranker, self.step, self.run, self.model_file = reranker, step, run, model_file
         self.ensemble, self.rerank_with = tuple(ensemble), tuple(rerank_with)
         self.shows_attention = isinstance(model, Transformer)  # an ensemble's do not combine
 
@@ -72,6 +74,10 @@ class TorchTranslator(Translator):
     def rank(self, texts: Sequence[str], beams: list[Scored]) -> list[Scored]:
         """The beams reranked, with the combined scores, when there is a reranker."""
         return beams if self.reranker is None else self.reranker.rerank(texts, beams)
+
+    def log_probs(self, sources: list[list[int]], outputs: Sequence[list[int]]) -> list[float]:
+        targets = [[BOS_ID, *ids, EOS_ID] for ids in outputs]
+        return mean_log_probs(self.model, sources, targets, self.settings)
 
     def nll(self, split: EncodedSplit) -> tuple[float, int] | None:
         return teacher_forced_nll(self.model, split, self.settings)

@@ -7,20 +7,24 @@ by `tfm export` translates with CTranslate2 (`tfm.deploy.ct2_translator`). Both 
 lines, n-best lists and scores, and every command, the server and validation take a Translator
 without asking which it is. What is written here once: a blank line gives an empty translation,
 the other lines are encoded and framed (ids + EOS) and numbered (for the warnings that name
-lines), an n-best list holds distinct texts. An engine supplies only `search` over framed sources,
-and says whether it can show attention weights (`shows_attention`).
+lines), an n-best list holds distinct texts, and a translation's confidence is the figure of the
+ids the search found for it, read through the map fitted for the model
+(`tfm.prediction.confidence`). An engine supplies only `search` over framed sources, says
+whether it can show attention weights (`shows_attention`), and scores given outputs
+(`log_probs`) where it can.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tfm.config import Config
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import EOS_ID, Tokenizer
 from tfm.errors import UsageError
+from tfm.prediction.confidence import ConfidenceMap, read_figures
 from tfm.prediction.settings import DecodeSettings
 
 if TYPE_CHECKING:
@@ -28,6 +32,16 @@ if TYPE_CHECKING:
 
 Scored = list[tuple[str, float]]  # one sentence's translations and scores, best first
 Found = Sequence[tuple[list[int], float]]  # one source's hypotheses: ids (no BOS, EOS), score
+
+
+class Rating(NamedTuple):
+    """One translation with the strategy's score, its figure (the mean log-probability per token
+    of the ids found) and its confidence; None where they were not read."""
+
+    translation: str
+    score: float
+    log_prob: float | None
+    confidence: float | None
 
 
 class Translator(ABC):
@@ -42,6 +56,8 @@ class Translator(ABC):
     engine: str
     step: int | None
     shows_attention: bool = False  # whether `attention_views` can show the attention weights
+    confidence_map: ConfidenceMap | None = None  # the run's map, fitted for this model
+    unmapped = "this translator has no confidence map"  # why `confidence_map` is None
 
     @abstractmethod
     def search(
@@ -85,14 +101,29 @@ class Translator(ABC):
         fills up from the rest of the beam (so it is shorter only when the whole beam holds fewer
         distinct texts). A blank text gives one empty translation scored 0. UsageError when the
         strategy cannot find `n_best`."""
+        found = self.rated(texts, n_best, first_line=first_line, settings=settings, read=False)
+        return [[(rating.translation, rating.score) for rating in rated] for rated in found]
+
+    def rated(
+        self,
+        texts: Sequence[str],
+        n_best: int = 1,
+        *,
+        first_line: int = 1,
+        settings: DecodeSettings | None = None,
+        read: bool = True,
+    ) -> list[list[Rating]]:
+        """`nbest`, each translation with its figure and confidence where `read` and the map
+        reads translations found with `settings` (`rated_beams`); a blank text gives one empty
+        translation scored 0, without either."""
         settings = settings or self.settings
         if n_best < 1:
             raise UsageError(f"n_best={n_best}: expected 1 or more")
         settings.strategy.hypotheses(n_best)
         todo, sources = framed_nonblank(self.tokenizer, texts)
-        ranked = self.ranked_beams([texts[i] for i in todo], sources, settings,
-                                   [first_line + i for i in todo], n_best)  # fmt: skip
-        return placed(len(texts), todo, [found[:n_best] for found in ranked], empty_output)
+        found = self.rated_beams([texts[i] for i in todo], sources, settings,
+                                 [first_line + i for i in todo], n_best, read=read)  # fmt: skip
+        return placed(len(texts), todo, found, empty_output)
 
     def translate_split(self, split: EncodedSplit, *, first_line: int = 1) -> list[str]:
         """The translation of each source of an encoded split (as `tfm eval` and validation
@@ -121,9 +152,83 @@ class Translator(ABC):
     ) -> list[Scored]:
         """The distinct translations among the hypotheses of each framed source, ranked
         (`rank`)."""
+        found = self.ranked_found(texts, sources, settings, numbers, n_best)
+        return [[(text, score) for text, score, _ in ranked] for ranked in found]
+
+    def ranked_found(
+        self,
+        texts: Sequence[str],
+        sources: list[list[int]],
+        settings: DecodeSettings,
+        numbers: list[int],
+        n_best: int = 1,
+    ) -> list[list[tuple[str, float, list[int]]]]:
+        """`ranked_beams`, each translation with the ids the search found for it (the best
+        hypothesis that reads as that text)."""
         beams = self.search(sources, settings, numbers, n_best=n_best, scored=True)
         decoded = iter(self.tokenizer.decode_tgt([ids for beam in beams for ids, _ in beam]))
-        return self.rank(texts, [distinct([(next(decoded), s) for _, s in beam]) for beam in beams])
+        firsts: list[dict[str, tuple[float, list[int]]]] = []
+        for beam in beams:
+            first: dict[str, tuple[float, list[int]]] = {}
+            for ids, score in beam:
+                first.setdefault(next(decoded), (score, ids))
+            firsts.append(first)
+        ranked = self.rank(
+            texts, [[(text, score) for text, (score, _) in f.items()] for f in firsts]
+        )
+        return [[(text, score, first[text][1]) for text, score in scored]
+                for scored, first in zip(ranked, firsts, strict=True)]  # fmt: skip
+
+    def rated_beams(
+        self,
+        texts: Sequence[str],
+        sources: list[list[int]],
+        settings: DecodeSettings,
+        numbers: list[int],
+        n_best: int = 1,
+        *,
+        read: bool = True,
+    ) -> list[list[Rating]]:
+        """The `n_best` best of `ranked_found` of each framed source, each with its figure and
+        confidence (`tfm.prediction.confidence`): where `read` and the map reads translations
+        found with `settings`, the mean log-probability per token of the ids found (`log_probs`)
+        and the map's reading of it; else None for both."""
+        found = [ranked[:n_best] for ranked in
+                 self.ranked_found(texts, sources, settings, numbers, n_best)]  # fmt: skip
+        reading = self.reading_map(settings) if read else None
+        figures = None
+        if reading is not None:
+            framed = [source for source, ranked in zip(sources, found, strict=True) for _ in ranked]
+            figures = self.log_probs(framed, [ids for ranked in found for *_, ids in ranked])
+        none: list[float | None] = [None] * sum(map(len, found))
+        figure = iter(figures or none)
+        return [[Rating(text, score, *_read(reading, next(figure))) for text, score, _ in ranked]
+                for ranked in found]  # fmt: skip
+
+    def log_probs(
+        self, sources: list[list[int]], outputs: Sequence[list[int]]
+    ) -> list[float] | None:
+        """The mean log-probability per token of each output (ids without BOS and EOS; its </s>
+        counted) given its framed source: the figure a confidence is read from. None where the
+        engine cannot score given outputs."""
+        return None
+
+    def reading_map(self, settings: DecodeSettings | None = None) -> ConfidenceMap | None:
+        """The confidence map, where it reads translations found with `settings` (default: the
+        translator's); else None (`no_confidence` says why)."""
+        found, strategy = self.confidence_map, (settings or self.settings).strategy.name
+        return found if found is not None and found.reads(strategy) else None
+
+    def no_confidence(self, settings: DecodeSettings | None = None) -> str | None:
+        """Why translations found with `settings` (default: the translator's) have no
+        confidence; None when they have one."""
+        if self.confidence_map is None:
+            return self.unmapped
+        strategy = (settings or self.settings).strategy.name
+        if not self.confidence_map.reads(strategy):
+            return (f"the confidence map reads the translations of {self.confidence_map.strategy} "
+                    f"search, not those {strategy} finds")  # fmt: skip
+        return None
 
     def nll(self, split: EncodedSplit) -> tuple[float, int] | None:
         """The summed negative log-likelihood of a split's targets and its token count, or None
@@ -156,17 +261,14 @@ def framed_nonblank(
     return todo, [ids + [EOS_ID] for ids in encoded]
 
 
-def distinct(scored: Scored) -> Scored:
-    """The first (best) of each text, in order."""
-    first: dict[str, float] = {}
-    for text, score in scored:
-        first.setdefault(text, score)
-    return list(first.items())
+def _read(reading: ConfidenceMap | None, figure: float | None) -> tuple[float | None, ...]:
+    """A figure and the confidence `reading` reads off it (None without either)."""
+    return figure, read_figures(reading, [figure])[0]
 
 
-def empty_output() -> Scored:
-    """A blank sentence's n-best list: the empty output, certain."""
-    return [("", 0.0)]
+def empty_output() -> list[Rating]:
+    """A blank sentence's n-best list: the empty output, certain, with no figure to read."""
+    return [Rating("", 0.0, None, None)]
 
 
 def placed(count: int, todo: list[int], found: Sequence, blank: Callable[[], object]) -> list:

@@ -8,15 +8,17 @@ each of these files, the digests it may have:
 
     {"format": "tfm-manifest", "version": 1,
      "files": {"config.yaml": ["<sha256>"], "tokenizer.json": ["<sha256>"],
-               "best.pt": ["<content digest>"], "last.pt": ["<content digest>"]}}
+               "best.pt": ["<content digest>"], "last.pt": ["<content digest>"],
+               "confidence.json": ["<sha256>"]}}
 
-tokenizer.json is hashed byte for byte, a model file by the content digest stored in it (read
-without reading its tensors). config.yaml is hashed as the values it holds, without `run_dir`,
-so that a run moved or copied (and its run_dir set to the new place) still opens, and a comment
-or a reformatting changes nothing. A file is replaced in two steps, each atomic: the manifest
-first accepts the old and the new digest, then the file is written, then the manifest keeps the
-new one; a crash anywhere leaves files that pass. Training checkpoints (checkpoints/) are not
-listed: `--resume` compares their config and fingerprints with the run's.
+tokenizer.json and confidence.json (the confidence map, `tfm.prediction.confidence`, which `tfm
+average` does not copy: it belongs to one model) are hashed byte for byte, a model file by the
+content digest stored in it (read without reading its tensors). config.yaml is hashed as the values
+it holds, without `run_dir`, so that a run moved or copied (and its run_dir set to the new place)
+still opens, and a comment or a reformatting changes nothing. A file is replaced in two steps, each
+atomic: the manifest first accepts the old and the new digest, then the file is written, then the
+manifest keeps the new one; a crash anywhere leaves files that pass. Training checkpoints
+(checkpoints/) are not listed: `--resume` compares their config and fingerprints with the run's.
 
 A run directory without manifest.json is opened unchecked (one assembled by hand); deleting it is
 how to use a run whose files were changed on purpose.

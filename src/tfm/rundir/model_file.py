@@ -85,6 +85,7 @@ class TrainedModel:
     config: Config
     paths: RunPaths
     step: int
+    model_file: Path  # the file the weights came from
 
 
 def load_trained(
@@ -113,4 +114,4 @@ def load_trained(
     model.to(device).eval()
     config = load_config(paths.config, stored=True)
     step = state["step"] if "step" in state else state.get("progress", {}).get("step", 0)
-    return TrainedModel(model, tokenizer, config, paths, int(step))
+    return TrainedModel(model, tokenizer, config, paths, int(step), path)

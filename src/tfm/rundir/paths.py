@@ -10,6 +10,8 @@
       metrics.jsonl      one JSON object per event, each with "step"
       train.log          every line training logged, with its time (tfm.training.run_log)
       validations/       step-N.tsv: each validation's source, reference and hypothesis
+      confidence.json    the map from a translation's figure to its expected chrF, fitted for
+                         best.pt (tfm.prediction.confidence)
       .lock              held by the process training in it; holds its PID (tfm.rundir.lock)
 
 A run with monolingual text (`data.monolingual`) holds beside these the phases before it

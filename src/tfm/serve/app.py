@@ -55,6 +55,8 @@ def create_app(
     """The application; its model worker starts and stops with it (its lifespan). `hosts`: the
     Host names it answers to (None: any; `tfm.serve.http_guard`)."""
     limits = limits or ServeLimits()
+    if translator.confidence_map is None:
+        log.info("translations are answered without confidences: %s", translator.unmapped)
     worker = BatchWorker(translator, limits)
     page = load_page()
 
@@ -111,16 +113,18 @@ def create_app(
         options = _options(body, translator)
         work = await prepared(body.sentences, options.beam)
         found = await _answer(worker, limits, work, options) if work.sources else []
-        answer: dict[str, Any] = {}
-        if options.n_best is None:
-            answer["translations"] = work.placed(found, str)
-        else:
-            n_best = work.placed(found, empty_output)
-            answer["translations"] = [hypotheses[0][0] for hypotheses in n_best]
+        rated = work.placed(found, empty_output)  # per sentence its Ratings, best first
+        answer: dict[str, Any] = {
+            "translations": [ratings[0].translation for ratings in rated],
+            "scores": [_finite(ratings[0].score) for ratings in rated],
+            "confidences": [ratings[0].confidence for ratings in rated],
+        }
+        if options.n_best is not None:
             answer["n_best"] = [
-                [{"translation": text, "score": _finite(score)} for text, score in hypotheses]
-                for hypotheses in n_best
-            ]
+                [{"translation": r.translation, "score": _finite(r.score),
+                  "confidence": r.confidence} for r in ratings]
+                for ratings in rated
+            ]  # fmt: skip
         if work.truncated:
             answer["truncated"] = work.truncated
         logged("translate", body.sentences, answer["translations"])

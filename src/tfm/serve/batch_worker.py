@@ -108,8 +108,9 @@ class BatchWorker:
 
     def submit(self, job: Job) -> None:
         """Hand `job` to the worker (from the asyncio loop); its `future` gets the result: per
-        source its translation, or its n-best (text, score) list; or `task()`'s result. Raises
-        `QueueFull`, or `Busy` when the work ahead would not let it be answered in time."""
+        source its n-best list (one translation without `n_best`) of `Rating`s; or `task()`'s
+        result. Raises `QueueFull`, or `Busy` when the work ahead would not let it
+        be answered in time."""
         if not self.alive:
             raise WorkerStopped(self.failure or "the server is stopping")
         with self.lock:
@@ -228,14 +229,8 @@ class BatchWorker:
         numbers = [i + 1 for part in parts for i in range(part.start, part.stop)]
         options = job.options
         assert options is not None
-        found: list[Any]
-        if options.n_best is None:
-            found = self.translator.best_of(texts, sources, options.settings, numbers)
-        else:
-            beams = self.translator.ranked_beams(
-                texts, sources, options.settings, numbers, options.n_best
-            )
-            found = [beam[: options.n_best] for beam in beams]
+        found = self.translator.rated_beams(texts, sources, options.settings, numbers,
+                                            options.n_best or 1)  # fmt: skip
         self.batches += 1
         self.sentences += len(texts)
         results, start = [], 0

@@ -1,6 +1,6 @@
 """What GET /info says: the model and its languages, the default decoding strategy and its
-settings, the limits a request must keep to, whether /attention can answer, and whether a key
-is needed."""
+settings, the limits a request must keep to, whether translations come with confidences, whether
+/attention can answer, and whether a key is needed."""
 
 from __future__ import annotations
 
@@ -38,6 +38,16 @@ def server_info(translator: Translator, limits: ServeLimits, *, auth: bool) -> d
             "max_beam_size": MAX_SERVE_BEAM,
             "timeout_s": limits.timeout_s,
         },
+        "confidence": confidence_info(translator),
         "attention": translator.shows_attention,
         "auth": auth,
     }
+
+
+def confidence_info(translator: Translator) -> dict:
+    """Whether answers carry confidences, the low mark a page flags below and the strategy
+    whose translations the map reads (greedy and beam search read alike); or why not."""
+    found = translator.confidence_map
+    if found is None:  # the reason, which names the server's files, is in its log
+        return {"map": False, "why": "the model has no confidence map (tfm calibrate fits one)"}
+    return {"map": True, "low": found.low, "strategy": found.strategy, "fitted": found.fitted}

@@ -1,5 +1,7 @@
-// The page of `tfm serve`: translate as the reader types, list the n best, and draw one layer's
-// and head's attention weights over the tokens, on the colour scale of `tfm attention`.
+// The page of `tfm serve`: translate as the reader types, with the confidence of each
+// translation (the sentence chrF expected of it, flagged when low), list the n best, and draw
+// one layer's and head's attention weights over the tokens, on the colour scale of
+// `tfm attention`.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -117,6 +119,7 @@ async function translate() {
     ]);
     if (sequence !== state.sequence) return; // a newer sentence is on its way
     $("translation").textContent = found.translations[0];
+    showConfidence(found.confidences[0], found.scores[0]);
     showNBest(found.n_best ? found.n_best[0] : []);
     if (attention) {
       state.attention = attention;
@@ -139,21 +142,45 @@ async function translate() {
 function clearResults() {
   state.attention = null;
   $("translation").textContent = "";
+  showConfidence(null, null);
   $("n-best-list").replaceChildren();
   $("heatmap").replaceChildren();
   delete $("heatmap").dataset.view;
   for (const id of ["attention-pair", "attention-note", "axes"]) $(id).textContent = "";
 }
 
+// Whether `confidence` (null: none) is below the low mark of the server's confidence map.
+function isLow(confidence) {
+  const map = state.info ? state.info.confidence : null;
+  return confidence !== null && map !== null && map.map && confidence < map.low;
+}
+
+// The translation's confidence, flagged when low; its score where the server has no map.
+function showConfidence(confidence, score) {
+  const shown = $("confidence");
+  const low = isLow(confidence);
+  shown.classList.toggle("low", low);
+  if (confidence !== null) {
+    shown.textContent = `Confidence ${confidence.toFixed(0)}: the sentence chrF expected of ` +
+      `this translation${low ? "; low, check it." : "."}`;
+  } else if (score !== null && state.info && !state.info.confidence.map) {
+    shown.textContent = `Score ${score.toFixed(4)}; no confidence: the model has no confidence map.`;
+  } else {
+    shown.textContent = "";
+  }
+}
+
 function showNBest(hypotheses) {
   const list = $("n-best-list");
   list.replaceChildren();
-  for (const { translation, score } of hypotheses) {
+  for (const { translation, score, confidence } of hypotheses) {
     const item = document.createElement("li");
     item.textContent = translation;
     const shown = document.createElement("span");
     shown.className = "score";
-    shown.textContent = score === null ? "" : score.toFixed(4);
+    shown.classList.toggle("low", isLow(confidence));
+    shown.textContent = (score === null ? "" : score.toFixed(4)) +
+      (confidence === null ? "" : ` · confidence ${confidence.toFixed(0)}`);
     item.append(shown);
     list.append(item);
   }
