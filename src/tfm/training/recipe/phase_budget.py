@@ -10,7 +10,7 @@ Three phases share `train.max_minutes`: a model of the reverse direction trains 
 its real pairs and the synthetic ones, tagged `<bt>`, for what is left, in the batches its real
 pairs alone would get: the synthetic pairs add data, not time, and on a CPU a step's time grows
 with its tokens, so a batch sized for the larger corpus would buy fewer updates in the same
-budget. Each constant is where the runs in docs/experiments.md put it.
+budget. The runs behind each constant are in docs/experiments.md.
 """
 
 from __future__ import annotations
