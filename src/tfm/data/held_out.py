@@ -71,7 +71,9 @@ class HeldOut:
     side: int
 
     @classmethod
-    def of(cls, data: DataConfig, pairs: dict[str, tuple[list[str], list[str]]], origin: str):
+    def of(
+        cls, data: DataConfig, pairs: dict[str, tuple[list[str], list[str]]], origin: str
+    ) -> HeldOut:
         """The held-out splits `pairs` of `data`'s corpus (as `pairs` holds them), read from
         `origin`."""
         side = _hashed_side(data)
