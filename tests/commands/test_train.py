@@ -222,12 +222,12 @@ def test_a_missing_dataset_folder_is_named_before_the_training_split_is_prepared
 
 @pytest.mark.parametrize("command", [["train", "--no-progress"], ["config", "show"],
                                      ["data", "check"]])  # fmt: skip
-def test_a_corpus_too_small_to_hold_out_validation_is_named_before_anything_is_read(
+def test_a_corpus_too_small_to_hold_out_validation_is_named_before_anything_is_written(
     tmp_path, monkeypatch, command
 ):
     """A config that names no validation split holds one out of the training corpus: where the
-    corpus is too small for that, it is said at the start, not after the training split's
-    preparation."""
+    corpus is too small for that, it is said once the one pass over it is over, before BPE,
+    and nothing is left behind."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.en").write_text("the dog\n", encoding="utf-8")
     (tmp_path / "train.fr").write_text("le chien\n", encoding="utf-8")

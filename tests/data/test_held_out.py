@@ -185,6 +185,25 @@ def test_one_pass_a_process_until_the_file_changes(tsv, monkeypatch):
     assert len(passes) == 2
 
 
+@pytest.mark.parametrize("repeat", [1, 2])
+def test_the_read_that_chooses_them_trains_on_what_a_read_that_knows_them_does(tsv, repeat):
+    """The training read that holds out as it reads (lets every pair through, then leaves out
+    the chosen ones) gives the pairs, held-out splits and report of a read told them before,
+    for a repeated corpus and one after it too."""
+    first = {"format": "tsv", "path": tsv, "columns": ["en", "fr"], "repeat": repeat}
+    data = DataConfig(src_lang="en", tgt_lang="fr", train=[first, {**first, "repeat": 1}])
+    held_out_module._found.clear()
+    chosen = load_texts(data, "train")  # chooses as it reads
+    found = held_out_module._found.copy()
+    told = load_texts(data, "train")  # told: they are known now
+    assert held_out_module._found == found
+    assert chosen[:2] == told[:2] and chosen[2].summary() == told[2].summary()
+    assert (chosen[2].first, chosen[2].skipped) == (told[2].first, told[2].skipped)
+    held_out_module._found.clear()
+    own_pass = held_out(data)  # the pass of their own
+    assert own_pass is not None and [own_pass.pairs] == [f.pairs for f in found.values()]
+
+
 def test_the_cached_training_split_leaves_them_out_under_its_own_key(tmp_path, tsv):
     settings = {
         "run_dir": str(tmp_path / "run"),

@@ -1,6 +1,7 @@
-"""Start-up reads each corpus once: `tfm train` on a data-only config opens the training files
-once (one pass hashes, measures and encodes them), and a second start on unchanged files reads
-nothing but the cache; an edited file is read again."""
+"""Start-up reads each corpus once: `tfm train` on a data-only config (only `data.train`, its
+validation and test held out of it) opens the training files once (one pass holds out, hashes,
+measures and encodes them), and a second start on unchanged files, or `tfm eval` of the
+held-out test split, reads nothing but the cache; an edited file is read again."""
 
 import pathlib
 import sys
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 
 from tfm.api import generate_toy_corpus
 from tfm.cli import app
+from tfm.data import held_out
 from tfm.data.cache import prepared_cache
 
 
@@ -28,15 +30,15 @@ def opened(monkeypatch):
     return paths
 
 
-def corpus(folder: pathlib.Path) -> dict:
-    """Text files of 400 toy pairs (train) and 10 (validation), and a data-only config's data."""
+def corpus(folder: pathlib.Path, splits=("train", "validation")) -> dict:
+    """Text files of 400 toy pairs (train) and 10 (validation), and the data of a config that
+    names `splits`."""
     pairs = generate_toy_corpus(n_train=400, n_validation=10, n_test=10, seed=4)
-    for split in ("train", "validation"):
+    for split in splits:
         for side, lang in enumerate(("en", "de")):
             lines = "".join(pair[side] + "\n" for pair in pairs[split])
             (folder / f"{split}.{lang}").write_text(lines, encoding="utf-8")
-    return {split: {"format": "text", "path": str(folder / split)}
-            for split in ("train", "validation")}  # fmt: skip
+    return {split: {"format": "text", "path": str(folder / split)} for split in splits}
 
 
 def test_the_training_files_are_read_once_and_then_not_at_all(tmp_path, opened, monkeypatch):
@@ -44,7 +46,7 @@ def test_the_training_files_are_read_once_and_then_not_at_all(tmp_path, opened, 
     check = prepared_cache.changed_files
     counted = lambda folder, digests: checks.append(1) or check(folder, digests)  # noqa: E731
     monkeypatch.setattr(prepared_cache, "changed_files", counted)
-    data = {"src_lang": "en", "tgt_lang": "de", **corpus(tmp_path)}
+    data = {"src_lang": "en", "tgt_lang": "de", **corpus(tmp_path, ("train",))}
     config = tmp_path / "run.yaml"
     settings = {"run_dir": str(tmp_path / "run"), "data": data,
                 "train": {"max_steps": 2, "threads": 1, "tensorboard": False}}  # fmt: skip
@@ -54,27 +56,30 @@ def test_the_training_files_are_read_once_and_then_not_at_all(tmp_path, opened, 
     def reads() -> list[pathlib.Path]:
         return [p for p in opened if p in train_files]
 
-    opened.clear()  # writing them was not reading them
-    first = CliRunner().invoke(app, ["train", "--config", str(config), "--no-progress"])
-    assert first.exit_code == 0, first.output
-    assert sorted(reads()) == sorted(train_files)  # each opened once: hashed as it was read
-    opened.clear()
-    checks.clear()
-    again = CliRunner().invoke(
-        app, ["train", "--config", str(config), "--no-progress", "--overwrite"]
-    )
-    assert again.exit_code == 0, again.output
-    assert reads() == []  # the cache names and holds it: the files are not read
+    def start(*args: str) -> str:
+        """`tfm` with `args` as a new process would run it: with nothing found before."""
+        held_out._found.clear()
+        opened.clear()
+        checks.clear()
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, result.output
+        return result.stderr
+
+    logged = start("train", "--config", str(config), "--no-progress")
+    assert "held out for validation and test: " in logged
+    assert sorted(reads()) == sorted(train_files)  # each opened once: held out as it was read
+    logged = start("train", "--config", str(config), "--no-progress", "--overwrite")
+    assert "validation: read 20 pairs from " in logged
+    assert reads() == []  # the cache names and holds it, held-out splits too: no file is read
     assert checks == [1]  # and the entry it holds is checked (its files hashed) once
+    logged = start("eval", "--run", str(tmp_path / "run"))
+    assert "test: read 20 pairs from " in logged
+    assert reads() == []  # the held-out test split is the cache's too
     (tmp_path / "train.de").write_text(
         (tmp_path / "train.de").read_text(encoding="utf-8").replace("Hund", "Hunde", 1),
         encoding="utf-8",
     )
-    opened.clear()
-    edited = CliRunner().invoke(
-        app, ["train", "--config", str(config), "--no-progress", "--overwrite"]
-    )
-    assert edited.exit_code == 0, edited.output
+    start("train", "--config", str(config), "--no-progress", "--overwrite")
     assert sorted(reads()) == sorted(train_files)  # an edited file is read (once) again
 
 

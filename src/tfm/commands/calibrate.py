@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tfm.commands.engines import open_translator
+from tfm.data.cache.prepared_cache import remember_held_out
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.errors import UsageError
 from tfm.prediction.confidence import (
@@ -54,6 +55,7 @@ def calibrate_run(
     assert isinstance(translator, TorchTranslator)
     assert translator.run is not None and translator.model_file is not None
     config = translator.config
+    remember_held_out(config)  # a held-out validation from the data cache, where it is there
     splits, _ = prepare_splits(config.data, config.tokenizer, ("validation",),
                                tokenizer=translator.tokenizer)  # fmt: skip
     found = fit_map(translator, splits["validation"])

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tfm.commands.engines import open_translator
+from tfm.data.cache.prepared_cache import remember_held_out
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
 from tfm.prediction.opening import for_reranking, open_reranker
@@ -98,6 +99,7 @@ def _decode_and_score(translator: Translator, reranker: Reranker) -> Beams:
     and its hypotheses scored once by the reverse run(s): {split: (n-best lists, their channel
     scores, references)}."""
     config, tokenizer = translator.config, translator.tokenizer
+    remember_held_out(config)  # held-out splits from the data cache, where it has them
     splits, _ = prepare_splits(config.data, config.tokenizer, SPLITS, tokenizer=tokenizer)
     beam_size = translator.settings.strategy.hypotheses(1)  # the whole beam
     beams = {}

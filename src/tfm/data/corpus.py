@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tfm.config import DataConfig, SourceConfig, ToyConfig
 from tfm.data.formats import (
@@ -37,7 +37,7 @@ from tfm.data.formats import (
     text_pairs,
     tsv_pairs,
 )
-from tfm.data.screening import CharacterScreen, first_lines, report_characters
+from tfm.data.screening import CharacterScreen, first_lines, read_indices, report_characters
 from tfm.data.tokenizer import tag_token
 from tfm.errors import DataError
 from tfm.limits import MAX_LINE_CHARS
@@ -52,8 +52,22 @@ LONG_LINE = "side too long"  # a pair dropped before tokenizing: more than MAX_L
 _LABELS = {"empty": "empty side", LONG_LINE: f"side over {MAX_LINE_CHARS:,} characters"}
 _STRING_TYPES = ("string", "large_string")
 
-# Pairs a reader leaves out besides the empty and the too long: the reason, and the test.
-Withhold = tuple[str, Callable[[tuple[str, str]], bool]]
+
+class Withhold(Protocol):
+    """Pairs a reader leaves out besides the empty and the too long (`Cleaner`), counted in its
+    report under `label`: those `withholds` picks as they are read, and those `end_of_read`
+    picks once the read is over, among the pairs let through (a choice that needs the whole
+    corpus: `held_out.HoldingOut`; the reader's caller then drops them from what it kept)."""
+
+    @property
+    def label(self) -> str: ...
+
+    def withholds(self, pair: tuple[str, str]) -> bool: ...
+
+    def end_of_read(self, origin: str) -> list[int]:
+        """The pairs this read (of `origin`, as its reader names it) let through that are left
+        out after all, by their sorted indices among those it let through."""
+        ...
 
 
 @dataclass
@@ -238,8 +252,8 @@ def stream_split(
     The file formats (`text`, `tsv`, `jsonl`) stream, so a corpus larger than memory goes
     through; `hub`, `disk` and `toy` are read whole first. With `control_chars` ("warn" or
     "refuse", as `data.control_chars`), the raw text is screened (`screening`); None: not.
-    The files' bytes are told to `hashing` as they are read. With `withhold` (a reason and a
-    test of a cleaned pair), the pairs the test picks are left out too, counted under the reason.
+    The files' bytes are told to `hashing` as they are read. With `withhold`, the pairs it
+    picks are left out too, counted under its label (`Withhold`).
     """
     if src_lang == tgt_lang:
         raise DataError(f"src_lang and tgt_lang are both '{src_lang}'")
@@ -303,7 +317,7 @@ class Cleaner:
         """Each chunk's pairs stripped, less the empty and the too long (counted); no chunk
         comes out empty."""
         limit = self.max_chars
-        withheld = self.withhold[1] if self.withhold is not None else None
+        withheld = self.withhold.withholds if self.withhold is not None else None
         for chunk in chunks:
             kept = []
             for src_text, tgt_text in chunk:
@@ -319,6 +333,9 @@ class Cleaner:
                     kept.append((src_text, tgt_text))
             if kept:
                 yield kept
+        if self.withhold is not None and (later := self.withhold.end_of_read(self.origin)):
+            skipped = sorted(self.empty + self.long + self.held)
+            self.held = sorted(self.held + read_indices(later, skipped))
 
     def report(self) -> LoadReport:
         """What was read and dropped (for the caller to log, once every drop is in), and the
@@ -330,7 +347,7 @@ class Cleaner:
         report.drop("empty", len(self.empty), at=self.empty)
         report.drop(LONG_LINE, len(self.long), at=self.long)
         if self.withhold is not None:
-            report.drop(self.withhold[0], len(self.held), at=self.held)
+            report.drop(self.withhold.label, len(self.held), at=self.held)
         report.skipped = sorted(self.empty + self.long + self.held)
         if self.long:
             logger.warning("%s: dropped %d pair(s) with a side longer than %s characters (%s %s)",

@@ -46,22 +46,23 @@ class EncodedSplit:
 
 def check_splits(data: DataConfig, splits: Sequence[str]) -> None:
     """Before any split is read: the files of `splits` are there and readable in these
-    languages (`corpus.check_splits_readable`), and with "train" among them, the splits held
-    out of it are found (its one pass, which preparing the training split needs too), so that a
-    corpus too small to hold them out is named at the start as well."""
+    languages (`corpus.check_splits_readable`). A corpus too small to hold out validation and
+    test is named at the end of the one pass over it, before BPE."""
     check_splits_readable(data, splits)
-    if "train" in splits:
-        held_out(data)
 
 
 def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], LoadReport]:
     """Read one split's sentence pairs as two aligned lists, with its load report; the training
     split without the pairs held out of it, a held-out split from the training corpus."""
     if split == "train":
+        held = withhold(config)
         stream, report_of = stream_training(
-            config, control_chars=config.control_chars, withhold=withhold(config)
+            config, control_chars=config.control_chars, withhold=held
         )
         pairs = [pair for chunk in stream for pair in chunk]
+        if held is not None and held.rows:  # held out once the read was over
+            left_out = set(held.rows)
+            pairs = [pair for i, pair in enumerate(pairs) if i not in left_out]
         return [src for src, _ in pairs], [tgt for _, tgt in pairs], report_of()
     source = getattr(config, split)
     if source.format == "held_out":

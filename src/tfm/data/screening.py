@@ -130,13 +130,20 @@ def describe(character: str) -> str:
 def first_lines(kept_indices: Sequence[int], skipped: Sequence[int], unit: str) -> list[int]:
     """Line (from 1) or row (from 0) numbers in the file of the first SHOWN pairs `kept_indices`
     (indices into the pairs left after those at the sorted indices `skipped` were dropped)."""
+    positions = read_indices(kept_indices[:SHOWN], skipped)
+    return [index + 1 for index in positions] if unit == "line" else positions
+
+
+def read_indices(kept_indices: Sequence[int], skipped: Sequence[int]) -> list[int]:
+    """The indices among the pairs read of the pairs `kept_indices` (indices into the pairs
+    left after those at the sorted indices `skipped` were dropped)."""
     positions = []
-    for kept in kept_indices[:SHOWN]:
+    for kept in kept_indices:
         index = kept  # the smallest index with `kept` pairs left before it
         while True:
             before = bisect.bisect_right(skipped, index)
             if index - before == kept:
                 break
             index = kept + before
-        positions.append(index + 1 if unit == "line" else index)
+        positions.append(index)
     return positions

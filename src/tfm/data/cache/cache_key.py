@@ -37,12 +37,14 @@ TOKENIZER_KEYS = ("vocab_size", "min_frequency", "joint", "byte_fallback", "trai
 @dataclass(frozen=True)
 class CorpusKey:
     """What an entry's content depends on (`parts`, the vocabulary size as the config gives it,
-    or None), the corpus's own key (`corpus`: without the vocabulary size), and what a
-    file-format source reads (`origin`, as the load report names it)."""
+    or None), the corpus's own key (`corpus`: without the vocabulary size), what a
+    file-format source reads (`origin`, as the load report names it), and what the first
+    corpus, which validation and test are held out of, reads where it is one (`first`)."""
 
     corpus: str
     parts: dict
     origin: str | None
+    first: str | None = None
 
     def entry(self, vocab_size: int) -> tuple[str, dict]:
         """The entry's key with the vocabulary size `vocab_size`, and its parts."""
@@ -110,9 +112,10 @@ def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -
     """The key of the config's training corpora and tokenizer settings, by content: the files'
     digests as remembered (None where one is not), or, with `read`, as this process read them."""
     data = config.data
+    langs = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
     contents, origins = [], []
     for source in data.corpora:
-        files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang)
+        files = source_files(source, **langs)
         if files is None:  # toy, hub, disk: the cleaned pairs themselves
             contents.append(_hash_pairs(config, source))
             continue
@@ -138,7 +141,8 @@ def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -
         parts["held_out"] = held  # the training split is the corpus without them
     corpus = {**parts, "tokenizer": {k: v for k, v in tokenizer.items() if k != "vocab_size"}}
     origin = origins[0] if len(data.corpora) == 1 and origins else None
-    return CorpusKey(_hash(corpus), {**parts, "tokenizer": tokenizer}, origin)
+    first = origins[0] if source_files(data.corpus, **langs) is not None else None
+    return CorpusKey(_hash(corpus), {**parts, "tokenizer": tokenizer}, origin, first)
 
 
 def input_bytes(config: Config) -> int:

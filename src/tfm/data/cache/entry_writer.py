@@ -4,6 +4,9 @@ the corpus size, in two calls: `write_texts` (the one read of the corpus), then 
 1. Read: the training split is streamed (`corpus.stream_split`), cleaned, and its sentences are
    appended to `{src,tgt}.text` chunk by chunk; on the way, the files' bytes are hashed (they
    name the entry), the characters seen collected and the corpus measured (`FigureCounter`).
+   Where validation and test are held out of the corpus and not yet known, this read chooses
+   them (`held_out.HoldingOut`): its pairs are written as read, then copied without the
+   held-out ones into the entry's texts, which are collected and measured on the way.
 2. Learn BPE: on every pair when there are at most `tokenizer.train_sample`, so a small corpus
    gets exactly the tokenizer it always got; else on a seeded sample of that many pairs (the same
    sample every time), with every character of the whole split in the alphabet, so that no
@@ -26,6 +29,7 @@ import shutil
 import sys
 import time
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -40,7 +44,7 @@ from tfm.data.cache.parallel_encoding import Encoding, workers_for
 from tfm.data.corpus import LoadReport, stream_training
 from tfm.data.corpus_figures import FigureCounter, TextFigures
 from tfm.data.formats import Hashing
-from tfm.data.held_out import withhold
+from tfm.data.held_out import HeldOut, HoldingOut, withhold
 from tfm.data.interruptible import interruptibly
 from tfm.data.ragged import OFFSETS, RaggedText, id_dtype
 from tfm.data.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer, train_tokenizer
@@ -55,7 +59,7 @@ SAMPLE_SEED = 0  # of the BPE training sample: fixed, so the same data gives the
 @dataclass(frozen=True)
 class TextsWritten:
     """What reading the corpus gave: its load report, the characters of each side, its figures,
-    the disk space the entry needs, and the time reading took."""
+    the disk space the entry needs, the time reading took, and the splits held out of it."""
 
     report: LoadReport
     alphabets: dict[str, set[str]]
@@ -63,6 +67,7 @@ class TextsWritten:
     needed: int  # bytes the entry needs on disk, about
     seconds: float
     cpu_seconds: float
+    held_out: HeldOut | None
 
 
 def write_texts(
@@ -76,10 +81,10 @@ def write_texts(
     folder.mkdir(parents=True)
     clock = _Clock()
     with _no_space_left(folder.parent, needed):
-        report, alphabets, figures = _write_texts(config, folder, hashing, progress=progress)
+        report, alphabets, figures, held = _write_texts(config, folder, hashing, progress=progress)
     clock.lap("read")
     return TextsWritten(report, alphabets, figures, needed, clock.seconds["read"],
-                        clock.cpu_seconds["read"])  # fmt: skip
+                        clock.cpu_seconds["read"], held)  # fmt: skip
 
 
 def write_encoding(
@@ -244,31 +249,67 @@ def _bar(progress: bool, **kwargs) -> tqdm:
 
 def _write_texts(
     config: Config, folder: Path, hashing: Hashing | None, *, progress: bool
-) -> tuple[LoadReport, dict[str, set[str]], TextFigures]:
+) -> tuple[LoadReport, dict[str, set[str]], TextFigures, HeldOut | None]:
     """Step 1: the cleaned training pairs into `{src,tgt}.text`; their characters, per side,
-    and their figures."""
+    their figures, and the splits held out of them."""
     data = config.data
+    held = withhold(data)
     pairs, report = stream_training(
         data,
         control_chars="count",  # kept in meta.json; every run that maps the entry reports it
         hashing=hashing,
-        withhold=withhold(data),
+        withhold=held,
     )
+    with _bar(progress, desc="reading train", unit=" pairs", unit_scale=True) as bar:
+        counted = _counted(pairs, bar)
+        if not isinstance(held, HoldingOut):
+            measured = _store(counted, folder)
+            return report(), *measured, held
+        _store(counted, folder / "read", measure=False)  # the held-out pairs known at its end
+    read = report()
+    measured = _store(_rows_without(folder / "read", held.rows), folder)
+    shutil.rmtree(folder / "read")
+    return read, *measured, held.found
+
+
+def _counted(chunks: Iterable[list[tuple[str, str]]], bar: tqdm) -> Iterator[list[tuple[str, str]]]:
+    for chunk in chunks:
+        yield chunk
+        bar.update(len(chunk))
+
+
+def _store(
+    chunks: Iterable[list[tuple[str, str]]], folder: Path, *, measure: bool = True
+) -> tuple[dict[str, set[str]], TextFigures]:
+    """`chunks` of pairs into `folder/{src,tgt}.text` (`folder` made here where it is not);
+    with `measure`, their characters per side and their figures."""
+    folder.mkdir(exist_ok=True)
     writers = [RowWriter(folder / f"{s}.text", folder / f"{s}.text-offsets.npy") for s in SIDES]
     alphabets: dict[str, set[str]] = {side: set() for side in SIDES}
     counter = FigureCounter()
-    with _bar(progress, desc="reading train", unit=" pairs", unit_scale=True) as bar:
-        for chunk in pairs:
-            sides = list(zip(*chunk, strict=True))
+    for chunk in chunks:
+        sides = list(zip(*chunk, strict=True))
+        if measure:
             counter.add(sides[0], sides[1])
-            for side, writer, texts in zip(SIDES, writers, sides, strict=True):
-                encoded = [text.encode("utf-8") for text in texts]
-                writer.add(b"".join(encoded), np.fromiter(map(len, encoded), dtype=OFFSETS))
+        for side, writer, texts in zip(SIDES, writers, sides, strict=True):
+            encoded = [text.encode("utf-8") for text in texts]
+            writer.add(b"".join(encoded), np.fromiter(map(len, encoded), dtype=OFFSETS))
+            if measure:
                 alphabets[side].update(characters(unicodedata.normalize("NFC", "".join(texts))))
-            bar.update(len(chunk))
     for writer in writers:
         writer.close()
-    return report(), alphabets, counter.figures()
+    return alphabets, counter.figures()
+
+
+def _rows_without(folder: Path, rows: list[int]) -> Iterator[list[tuple[str, str]]]:
+    """The pairs `_store` wrote into `folder`, `CHUNK` at a time, less those at `rows`."""
+    texts = [RaggedText.open(folder / side) for side in SIDES]
+    left_out = set(rows)
+    for start in range(0, len(texts[0]), CHUNK):
+        chunk = zip(*(side.read(start, start + CHUNK) for side in texts), strict=True)
+        kept = [pair for i, pair in enumerate(chunk, start) if i not in left_out]
+        if kept:
+            yield kept
 
 
 def _learn(

@@ -10,12 +10,14 @@ for `toy`, `hub` and `disk`), how they are read (format, columns, fields, langua
 tokenizer settings. Where the files are does not count: a moved corpus is still a hit; an edited
 line is a miss. A config without `tokenizer.vocab_size` gets the size `tfm.data.vocabulary`
 derives from the corpus's figures, which are kept under the corpus's own key
-(`corpus-<key>.json`).
+(`corpus-<key>.json`), with the validation and test pairs held out of it (`tfm.data.held_out`),
+so that a run on a prepared corpus reads its held-out splits from there (`remember_held_out`).
 
-Preparing reads the corpus once: one pass hashes the files, measures the pairs and writes their
-texts; BPE and the ids follow from what it wrote. The files' digests are remembered by their
-size, change times and inode (`cache_key.ContentDigests`), so a later run on unchanged files
-finds its entry without reading them.
+Preparing reads the corpus once: one pass hashes the files, holds out validation and test,
+measures the pairs and writes their texts; BPE and the ids follow from what it wrote. The
+files' digests are remembered by their size, change times and inode
+(`cache_key.ContentDigests`), so a later run on unchanged files finds its entry, and its
+held-out splits, without reading them.
 `data.max_length` is not in the key either: the entry holds every cleaned pair and the length
 filter is applied when it is opened. The folder holds `tokenizer.json`, `{src,tgt}.ids` (framed
 ids, `id_dtype`), `{src,tgt}.text` (UTF-8), their `*-offsets.npy` and `meta.json`, written last,
@@ -29,6 +31,7 @@ under torchrun, a second run, `tfm data prepare`) waits for the lock and then ma
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -44,11 +47,19 @@ from filelock import FileLock, Timeout
 
 from tfm.atomic import atomic_write_text
 from tfm.config import Config
-from tfm.data.cache.cache_key import SIDES, VERSION, ContentDigests, CorpusKey, corpus_key
+from tfm.data.cache.cache_key import (
+    SIDES,
+    VERSION,
+    ContentDigests,
+    CorpusKey,
+    corpus_key,
+    source_files,
+)
 from tfm.data.cache.entry_writer import changed_files, write_encoding, write_texts
 from tfm.data.corpus import LoadReport
 from tfm.data.corpus_figures import SAMPLE, TextFigures, alignment, figures_from
 from tfm.data.formats import CHUNK
+from tfm.data.held_out import HeldOut, held_out_splits, remember
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.ragged import RaggedIds, RaggedText
 from tfm.data.screening import SHOWN, report_characters
@@ -180,8 +191,11 @@ def prepared_entry(
     entry = None if found is None else _cached(config, root, found, tokenizer)
     if entry is None:
         entry = _prepare(config, root, digests, tokenizer=tokenizer, progress=progress)
-    elif found is not None and found.origin is not None:  # a moved corpus: where it is now
-        entry = replace(entry, meta={**entry.meta, "origin": found.origin})
+    else:
+        assert found is not None  # an entry is found by its key
+        _remember_held_out(config, root, found)
+        if found.origin is not None:  # a moved corpus: where it is now
+            entry = replace(entry, meta={**entry.meta, "origin": found.origin})
     if announce:
         log.info("%s (%s)", entry.report().summary(), entry.where())
     return entry
@@ -212,10 +226,38 @@ def _entry_at(root: Path, key: str, tokenizer: Tokenizer | None) -> tuple[str, C
     return key, open_entry(root / key)
 
 
+def remember_held_out(config: Config) -> None:
+    """Where the cache holds the validation and test pairs held out of the config's training
+    corpus, as its files are now, hand them to `held_out`, so that reading them reads no
+    corpus; else nothing (reading them then reads the corpus)."""
+    data = config.data
+    langs = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
+    if not held_out_splits(data) or source_files(data.corpus, **langs) is None:
+        return  # nothing held out, or a corpus whose key is its pairs: reading them is no saving
+    root = cache_root(config)
+    found = corpus_key(config, ContentDigests(root))
+    if found is not None:
+        _remember_held_out(config, root, found)
+
+
+def _remember_held_out(config: Config, root: Path, found: CorpusKey) -> None:
+    if not held_out_splits(config.data) or found.first is None:
+        return
+    try:
+        record = _corpus_record(root, found.corpus)["held_out"]
+        pairs = {split: (list(src), list(tgt)) for split, (src, tgt) in record.items()}
+    except (OSError, ValueError, KeyError, TypeError):  # prepared before they were kept
+        return
+    remember(config.data, HeldOut.of(config.data, pairs, found.first))
+
+
+def _corpus_record(root: Path, corpus: str) -> dict:
+    return json.loads((root / f"corpus-{corpus}.json").read_text(encoding="utf-8"))
+
+
 def _figures(root: Path, corpus: str) -> TextFigures | None:
     try:
-        record = json.loads((root / f"corpus-{corpus}.json").read_text(encoding="utf-8"))
-        return figures_from(record["figures"])
+        return figures_from(_corpus_record(root, corpus)["figures"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -230,6 +272,7 @@ def _prepare(
 ) -> CacheEntry:
     """Read the corpus once into a new folder, then, under the lock of the key that reading
     gives, write its BPE and ids there and move it into place, unless another process has."""
+    made = not root.exists()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -241,7 +284,9 @@ def _prepare(
         digests.remember()
         found = corpus_key(config, digests, read=True)
         assert found is not None  # every file was read
-        record = {"figures": texts.figures.record()}
+        record: dict = {"figures": texts.figures.record()}
+        if texts.held_out is not None:
+            record["held_out"] = texts.held_out.pairs
         atomic_write_text(json.dumps(record) + "\n", root / f"corpus-{found.corpus}.json")
         vocab = config.tokenizer.vocab_size or vocabulary_for(texts.figures)[0]
         key, parts = found.entry(vocab)
@@ -260,6 +305,9 @@ def _prepare(
             os.replace(folder, root / key)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        if made:
+            with contextlib.suppress(OSError):  # a first preparation that failed leaves no cache
+                root.rmdir()
     entry = open_entry(root / key)
     if entry is None:
         raise DataError(f"{root / key}: the prepared data cannot be read back")
