@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import shutil
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +33,9 @@ from tqdm import tqdm
 
 from tfm.atomic import atomic_write_text
 from tfm.config import Config, DataConfig
+from tfm.data.cache.cache_folder import cache_root, scratch_folder
 from tfm.data.cache.cache_key import ContentDigests
 from tfm.data.cache.entry_writer import RowWriter
-from tfm.data.cache.prepared_cache import cache_root
 from tfm.data.formats import iter_lines
 from tfm.data.ragged import OFFSETS, RaggedText
 from tfm.errors import DataError
@@ -129,12 +128,7 @@ def _prepare(
     config: Config, root: Path, digests: ContentDigests, files: list[Path], *, progress: bool
 ) -> MonolingualText:
     data = config.data
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataError(f"data.cache_dir {root}: cannot write there ({exc.strerror})") from None
-    folder = root / f".tmp-mono-{os.getpid()}-{threading.get_ident()}"
-    shutil.rmtree(folder, ignore_errors=True)
+    folder = scratch_folder(root, ".tmp-mono")
     folder.mkdir()
     try:
         counts = _write_lines(data, files, folder, digests, progress=progress)

@@ -18,6 +18,7 @@ from tfm.data.batching import TokenBatchSampler, collate
 from tfm.data.cache import bulk_encoding
 from tfm.data.cache import entry_writer as store
 from tfm.data.cache import prepared_cache as cache
+from tfm.data.cache.cache_folder import cache_root
 from tfm.data.cache.cache_key import ContentDigests, corpus_key
 from tfm.data.cache.prepared_cache import prepared_entry, training_splits
 from tfm.data.epochs import EpochPlan
@@ -81,7 +82,7 @@ def counted(monkeypatch):
 
 def key_of(config) -> str:
     """The entry key of `config` (its vocabulary given), from the digests remembered."""
-    root = cache.cache_root(config)
+    root = cache_root(config)
     found = corpus_key(config, ContentDigests(root))
     assert found is not None
     return found.entry(config.tokenizer.vocab_size)[0]

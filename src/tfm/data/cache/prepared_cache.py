@@ -37,7 +37,6 @@ import json
 import logging
 import os
 import shutil
-import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,6 +46,7 @@ from filelock import FileLock, Timeout
 
 from tfm.atomic import atomic_write_text
 from tfm.config import Config
+from tfm.data.cache.cache_folder import cache_root, scratch_folder
 from tfm.data.cache.cache_key import (
     SIDES,
     VERSION,
@@ -72,13 +72,6 @@ log = logging.getLogger(__name__)
 META = "meta.json"
 LONG_SHARE = 0.01  # of the training pairs too long to train on: a warning, not an info line
 OVERLAP_SHARE = 0.01  # of the validation (or test) sources that are training sources too
-
-
-def cache_root(config: Config) -> Path:
-    """`data.cache_dir`, or `.tfm-cache` beside the run directory (shared by runs next to it)."""
-    if config.data.cache_dir is not None:
-        return Path(config.data.cache_dir)
-    return Path(config.run_dir).parent / ".tfm-cache"
 
 
 @dataclass(frozen=True)
@@ -273,12 +266,7 @@ def _prepare(
     """Read the corpus once into a new folder, then, under the lock of the key that reading
     gives, write its BPE and ids there and move it into place, unless another process has."""
     made = not root.exists()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DataError(f"data.cache_dir {root}: cannot write there ({exc.strerror})") from None
-    folder = root / f".tmp-{os.getpid()}-{threading.get_ident()}"
-    shutil.rmtree(folder, ignore_errors=True)
+    folder = scratch_folder(root, ".tmp")
     try:
         texts = write_texts(config, folder, hashing=digests, progress=progress)
         digests.remember()
