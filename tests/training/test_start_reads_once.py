@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from tfm.api import generate_toy_corpus
 from tfm.cli import app
 from tfm.data import held_out
-from tfm.data.cache import prepared_cache
+from tfm.data.cache import cache_entry
 
 
 @pytest.fixture
@@ -43,9 +43,9 @@ def corpus(folder: pathlib.Path, splits=("train", "validation")) -> dict:
 
 def test_the_training_files_are_read_once_and_then_not_at_all(tmp_path, opened, monkeypatch):
     checks: list[int] = []  # the start-ups' checks of a cache entry's files, one row each
-    check = prepared_cache.changed_files
+    check = cache_entry.changed_files
     counted = lambda folder, digests: checks.append(1) or check(folder, digests)  # noqa: E731
-    monkeypatch.setattr(prepared_cache, "changed_files", counted)
+    monkeypatch.setattr(cache_entry, "changed_files", counted)
     data = {"src_lang": "en", "tgt_lang": "de", **corpus(tmp_path, ("train",))}
     config = tmp_path / "run.yaml"
     settings = {"run_dir": str(tmp_path / "run"), "data": data,

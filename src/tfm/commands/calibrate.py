@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tfm.commands.engines import open_translator
-from tfm.data.cache.prepared_cache import remember_held_out
+from tfm.data.cache.corpus_record import remember_held_out
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.errors import UsageError
 from tfm.prediction.confidence import (

@@ -56,7 +56,7 @@ def evaluate_run(
         src_text, ref_text = lines if lines is not None else read_aligned(src, ref)
         chunks, name = _aligned_files(translator, src, ref, src_text, ref_text), str(src)
     else:
-        from tfm.data.cache.prepared_cache import remember_held_out  # eval's, not translate's
+        from tfm.data.cache.corpus_record import remember_held_out  # eval's, not translate's
 
         config, tokenizer = translator.config, translator.tokenizer
         remember_held_out(config)  # a held-out split from the data cache, where it is there

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tfm.commands.engines import open_translator
-from tfm.data.cache.prepared_cache import remember_held_out
+from tfm.data.cache.corpus_record import remember_held_out
 from tfm.data.pipeline import prepare_splits
 from tfm.errors import UsageError
 from tfm.prediction.opening import for_reranking, open_reranker

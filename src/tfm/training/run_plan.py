@@ -18,7 +18,7 @@ import torch
 
 from tfm.atomic import atomic_write_text
 from tfm.config import Config, load_config
-from tfm.data.cache.prepared_cache import CacheEntry
+from tfm.data.cache.cache_entry import CacheEntry
 from tfm.data.pipeline import EncodedSplit
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import ConfigError

@@ -18,6 +18,7 @@ from tfm.data.batching import TokenBatchSampler, collate
 from tfm.data.cache import bulk_encoding
 from tfm.data.cache import entry_writer as store
 from tfm.data.cache import prepared_cache as cache
+from tfm.data.cache.cache_entry import open_entry
 from tfm.data.cache.cache_folder import cache_root
 from tfm.data.cache.cache_key import ContentDigests, corpus_key
 from tfm.data.cache.prepared_cache import prepared_entry, training_splits
@@ -286,7 +287,7 @@ def test_resuming_with_another_tokenizer_gets_an_entry_of_its_own(tmp_path):
     own = prepared_entry(config, tokenizer=other)
     assert own.path.name.startswith(entry.path.name + "-")
     assert own.tokenizer().fingerprint() == other.fingerprint()
-    assert cache.open_entry(entry.path) is not None  # the first is left as it was
+    assert open_entry(entry.path) is not None  # the first is left as it was
 
 
 def test_bad_input_is_named_by_file_and_line_and_leaves_no_entry(tmp_path):

@@ -11,7 +11,7 @@ tokenizer settings. Where the files are does not count: a moved corpus is still 
 line is a miss. A config without `tokenizer.vocab_size` gets the size `tfm.data.vocabulary`
 derives from the corpus's figures, which are kept under the corpus's own key
 (`corpus-<key>.json`), with the validation and test pairs held out of it (`tfm.data.held_out`),
-so that a run on a prepared corpus reads its held-out splits from there (`remember_held_out`).
+so that a run on a prepared corpus reads its held-out splits from there (`corpus_record`).
 
 Preparing reads the corpus once: one pass hashes the files, holds out validation and test,
 measures the pairs and writes their texts; BPE and the ids follow from what it wrote. The
@@ -32,136 +32,34 @@ under torchrun, a second run, `tfm data prepare`) waits for the lock and then ma
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 from filelock import FileLock, Timeout
 
-from tfm.atomic import atomic_write_text
 from tfm.config import Config
+from tfm.data.cache.cache_entry import META, CacheEntry, open_entry
 from tfm.data.cache.cache_folder import cache_root, scratch_folder
-from tfm.data.cache.cache_key import (
-    SIDES,
-    VERSION,
-    ContentDigests,
-    CorpusKey,
-    corpus_key,
-    source_files,
-)
-from tfm.data.cache.entry_writer import changed_files, write_encoding, write_texts
+from tfm.data.cache.cache_key import ContentDigests, CorpusKey, corpus_key
+from tfm.data.cache.corpus_record import restore_held_out, stored_figures, write_corpus_record
+from tfm.data.cache.entry_writer import write_encoding, write_texts
 from tfm.data.corpus import LoadReport
-from tfm.data.corpus_figures import SAMPLE, TextFigures, alignment, figures_from
 from tfm.data.formats import CHUNK
-from tfm.data.held_out import HeldOut, held_out_splits, remember
 from tfm.data.pipeline import EncodedSplit, prepare_splits
-from tfm.data.ragged import RaggedIds, RaggedText
-from tfm.data.screening import SHOWN, report_characters
+from tfm.data.screening import report_characters
 from tfm.data.tokenizer import Tokenizer
 from tfm.data.vocabulary import vocabulary_for
 from tfm.errors import DataError
 
 log = logging.getLogger(__name__)
 
-META = "meta.json"
 LONG_SHARE = 0.01  # of the training pairs too long to train on: a warning, not an info line
 OVERLAP_SHARE = 0.01  # of the validation (or test) sources that are training sources too
-
-
-@dataclass(frozen=True)
-class CacheEntry:
-    """A prepared training split: its folder, `meta.json`, and whether this process wrote it."""
-
-    path: Path
-    meta: dict
-    written: bool = False
-
-    @property
-    def key(self) -> str:
-        return self.meta["key"]
-
-    def tokenizer(self) -> Tokenizer:
-        return Tokenizer.load(self.path)
-
-    def where(self) -> str:
-        """Where the data is, and whether this process has just written it there."""
-        return f"prepared data {'written to' if self.written else 'in'} {self.path}"
-
-    def ids(self, side: str) -> RaggedIds:
-        return RaggedIds.open(self.path / side, np.dtype(self.meta["dtypes"][side]))
-
-    def texts(self, side: str) -> RaggedText:
-        return RaggedText.open(self.path / side)
-
-    def report(self) -> LoadReport:
-        """The loading report as it was when the entry was prepared."""
-        meta = self.meta
-        report = LoadReport(split="train", origin=meta["origin"], read=meta["read"],
-                            kept=meta["read"], unit=meta.get("unit", "line"))  # fmt: skip
-        for reason, n in meta["dropped"].items():
-            report.drop(reason, n)
-        report.skipped = meta.get("skipped", [])
-        report.first = dict(meta.get("first", {}))
-        report.characters = meta.get("characters")
-        return report
-
-    def split(self, *, max_length: int | None) -> EncodedSplit:
-        """The training split, without pairs longer than `max_length` subword tokens on either
-        side (framing excluded), counted in the report as `pipeline.encode_split` counts them."""
-        src, tgt = self.ids("src"), self.ids("tgt")
-        src_text, tgt_text = self.texts("src"), self.texts("tgt")
-        report = self.report()
-        if max_length is not None:
-            keep = (src.lengths - 1 <= max_length) & (tgt.lengths - 2 <= max_length)
-            if not keep.all():
-                index = np.flatnonzero(keep)
-                long = np.flatnonzero(~keep)[:SHOWN].tolist()
-                report.drop("too long", len(src) - len(index), at=long)
-                if not len(index):
-                    raise DataError(f"train: no pairs left after filtering: {report.summary()}")
-                src, tgt = src.subset(index), tgt.subset(index)
-                src_text, tgt_text = src_text.subset(index), tgt_text.subset(index)
-        return EncodedSplit("train", src_text, tgt_text, src, tgt, report)  # type: ignore[arg-type]
-
-    def figures(self) -> TextFigures:
-        """The raw training pairs, measured as they were read (`tfm.data.corpus_figures`); the
-        alignment figures of an entry prepared before they were measured, from its first
-        `SAMPLE` pairs now, as preparing measures them."""
-        record = self.meta["figures"]
-        if "off_ratio" not in record:
-            sample = [self.texts(side).read(0, SAMPLE) for side in SIDES]
-            record = {**record, **alignment(*sample)}
-        return figures_from(record)
-
-    def fingerprint(self, max_length: int | None) -> str:
-        """The training data's identity for exact resume: the key and the length filter."""
-        return hashlib.sha256(f"{self.key}:{max_length}".encode()).hexdigest()[:16]
-
-
-def open_entry(path: Path) -> CacheEntry | None:
-    """The entry in `path` if it is complete and its files are as they were written (their
-    digests in meta.json), else None: it is then prepared again."""
-    try:
-        meta = json.loads((path / META).read_text(encoding="utf-8"))
-        if meta.get("version") != VERSION:
-            return None
-        entry = CacheEntry(path, meta)
-        for side in SIDES:
-            for rows in (entry.ids(side), entry.texts(side)):
-                if len(rows) != meta["pairs"]:
-                    return None
-        if changed := changed_files(path, meta["digests"]):
-            log.warning("%s: %s changed since it was prepared; preparing it again", path, changed)
-            return None
-    except (OSError, ValueError, KeyError):  # missing, truncated or foreign files
-        return None
-    return entry
 
 
 def prepared_entry(
@@ -186,7 +84,7 @@ def prepared_entry(
         entry = _prepare(config, root, digests, tokenizer=tokenizer, progress=progress)
     else:
         assert found is not None  # an entry is found by its key
-        _remember_held_out(config, root, found)
+        restore_held_out(config, root, found)
         if found.origin is not None:  # a moved corpus: where it is now
             entry = replace(entry, meta={**entry.meta, "origin": found.origin})
     if announce:
@@ -200,7 +98,7 @@ def _cached(
     """The entry the cache holds for `found`, without reading the corpus, or None."""
     vocab = config.tokenizer.vocab_size
     if vocab is None:
-        figures = _figures(root, found.corpus)
+        figures = stored_figures(root, found.corpus)
         if figures is None:
             return None
         vocab = vocabulary_for(figures)[0]
@@ -217,42 +115,6 @@ def _entry_at(root: Path, key: str, tokenizer: Tokenizer | None) -> tuple[str, C
         return key, entry
     key = f"{key}-{tokenizer.fingerprint()[:8]}"
     return key, open_entry(root / key)
-
-
-def remember_held_out(config: Config) -> None:
-    """Where the cache holds the validation and test pairs held out of the config's training
-    corpus, as its files are now, hand them to `held_out`, so that reading them reads no
-    corpus; else nothing (reading them then reads the corpus)."""
-    data = config.data
-    langs = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
-    if not held_out_splits(data) or source_files(data.corpus, **langs) is None:
-        return  # nothing held out, or a corpus whose key is its pairs: reading them is no saving
-    root = cache_root(config)
-    found = corpus_key(config, ContentDigests(root))
-    if found is not None:
-        _remember_held_out(config, root, found)
-
-
-def _remember_held_out(config: Config, root: Path, found: CorpusKey) -> None:
-    if not held_out_splits(config.data) or found.first is None:
-        return
-    try:
-        record = _corpus_record(root, found.corpus)["held_out"]
-        pairs = {split: (list(src), list(tgt)) for split, (src, tgt) in record.items()}
-    except (OSError, ValueError, KeyError, TypeError):  # prepared before they were kept
-        return
-    remember(config.data, HeldOut.of(config.data, pairs, found.first))
-
-
-def _corpus_record(root: Path, corpus: str) -> dict:
-    return json.loads((root / f"corpus-{corpus}.json").read_text(encoding="utf-8"))
-
-
-def _figures(root: Path, corpus: str) -> TextFigures | None:
-    try:
-        return figures_from(_corpus_record(root, corpus)["figures"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _prepare(
@@ -272,10 +134,7 @@ def _prepare(
         digests.remember()
         found = corpus_key(config, digests, read=True)
         assert found is not None  # every file was read
-        record: dict = {"figures": texts.figures.record()}
-        if texts.held_out is not None:
-            record["held_out"] = texts.held_out.pairs
-        atomic_write_text(json.dumps(record) + "\n", root / f"corpus-{found.corpus}.json")
+        write_corpus_record(root, found.corpus, texts.figures, texts.held_out)
         vocab = config.tokenizer.vocab_size or vocabulary_for(texts.figures)[0]
         key, parts = found.entry(vocab)
         key = _entry_at(root, key, tokenizer)[0]

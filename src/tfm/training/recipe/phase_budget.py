@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tfm.config import BACK_TRANSLATION_TAG, Config
+from tfm.data.cache.cache_entry import CacheEntry
 from tfm.data.cache.cache_folder import cache_root
-from tfm.data.cache.prepared_cache import CacheEntry
 from tfm.data.ragged import lengths_of
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import select_device

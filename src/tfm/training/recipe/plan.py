@@ -27,7 +27,8 @@ from pydantic import ValidationError
 from tfm.config import RECIPE_KEYS, Config, load_config, planned
 from tfm.config.show import render_yaml
 from tfm.data.batching import TokenBatchSampler
-from tfm.data.cache.prepared_cache import CacheEntry, prepared_entry
+from tfm.data.cache.cache_entry import CacheEntry
+from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.corpus_figures import TextFigures
 from tfm.data.pipeline import EncodedSplit, check_splits, prepare_splits
 from tfm.data.ragged import lengths_of
