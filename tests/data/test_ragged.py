@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tfm.data.batching import TokenBatchSampler
-from tfm.data.cache.entry_writer import frame
+from tfm.data.cache.entry_encoding import frame
 from tfm.data.ragged import Joined, RaggedIds, RaggedText, Reframed, id_dtype, lengths_of
 
 ROWS = [[5, 6, 2], [2], [9, 8, 7, 6, 2], [4, 2]]

@@ -35,7 +35,7 @@ from tfm.atomic import atomic_write_text
 from tfm.config import Config, DataConfig
 from tfm.data.cache.cache_folder import cache_root, scratch_folder
 from tfm.data.cache.cache_key import ContentDigests
-from tfm.data.cache.entry_writer import RowWriter
+from tfm.data.cache.entry_files import RowWriter
 from tfm.data.formats import iter_lines
 from tfm.data.ragged import OFFSETS, RaggedText
 from tfm.errors import DataError

@@ -15,8 +15,7 @@ from builders import tiny_config
 
 from tfm.config import load_config
 from tfm.data.batching import TokenBatchSampler, collate
-from tfm.data.cache import bulk_encoding
-from tfm.data.cache import entry_writer as store
+from tfm.data.cache import bulk_encoding, entry_encoding, entry_writer
 from tfm.data.cache import prepared_cache as cache
 from tfm.data.cache.cache_entry import open_entry
 from tfm.data.cache.cache_folder import cache_root
@@ -165,7 +164,8 @@ def test_the_sentences_the_normalizer_changes_are_encoded_with_it(tmp_path, monk
     messy = [("der  Hund", "THE\tDOG"), ("Gro\u0308ße Katze", "BIG\u00a0CAT"), ("rot", "RED")]
     prefix = write_corpus(tmp_path / "data", 200, extra=messy)
     config = config_for(tmp_path, prefix)
-    monkeypatch.setattr(store, "CHUNK", 50)  # the messy pairs are in the fifth chunk of each side
+    # the messy pairs are in the fifth chunk of each side
+    monkeypatch.setattr(entry_encoding, "CHUNK", 50)
     changed, real = [], bulk_encoding.needs_normalizing
 
     def recorded(texts):
@@ -212,7 +212,7 @@ def test_batches_and_losses_equal_those_of_the_in_memory_path(tmp_path):
 def test_bpe_learns_from_a_seeded_sample_with_every_character(tmp_path):
     rare = [("Straße ĳ", "STREET ĳ")]  # characters seen in one pair only
     prefix = write_corpus(tmp_path / "data", 400, extra=rare)
-    sample = np.random.default_rng(store.SAMPLE_SEED).choice(401, size=50, replace=False)
+    sample = np.random.default_rng(entry_encoding.SAMPLE_SEED).choice(401, size=50, replace=False)
     assert 400 not in sample  # the rare pair is not in the sample BPE learns from
     sets = ["tokenizer.train_sample=50"]
     sampled = [
@@ -229,7 +229,8 @@ def test_bpe_learns_from_a_seeded_sample_with_every_character(tmp_path):
 
 def test_too_little_disk_space_is_one_line_with_the_space_needed(tmp_path, monkeypatch):
     prefix = write_corpus(tmp_path / "data", 300)
-    monkeypatch.setattr(store.shutil, "disk_usage", lambda path: type("U", (), {"free": 1000}))
+    usage = type("U", (), {"free": 1000})
+    monkeypatch.setattr(entry_writer.shutil, "disk_usage", lambda path: usage)
     with pytest.raises(DataError) as error:
         prepared_entry(config_for(tmp_path, prefix))
     message = str(error.value)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_cache import config_for, write_corpus
 
-from tfm.data.cache import parallel_encoding
+from tfm.data.cache import entry_encoding, parallel_encoding
 from tfm.data.cache.parallel_encoding import Encoding, workers_for
 from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.tokenizer import Tokenizer
@@ -26,7 +26,7 @@ def test_worker_processes_write_the_entry_one_process_writes(tmp_path, monkeypat
     monkeypatch.setattr(parallel_encoding, "MAX_WORKERS", 2)
     monkeypatch.setattr(parallel_encoding.os, "sched_getaffinity", lambda pid: {0, 1})
     assert workers_for(99) == 1 and workers_for(501) == 2
-    monkeypatch.setattr("tfm.data.cache.entry_writer.CHUNK", 64)  # 8 chunks a side, in 2 processes
+    monkeypatch.setattr(entry_encoding, "CHUNK", 64)  # 8 chunks a side, in 2 processes
     pooled = prepared_entry(config_for(tmp_path / "two", prefix))
     assert alone.path != pooled.path
     for name in FILES:

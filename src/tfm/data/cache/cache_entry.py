@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from tfm.data.cache.cache_key import SIDES, VERSION
-from tfm.data.cache.entry_writer import changed_files
+from tfm.data.cache.entry_files import changed_files
 from tfm.data.corpus import LoadReport
 from tfm.data.corpus_figures import SAMPLE, TextFigures, alignment, figures_from
 from tfm.data.pipeline import EncodedSplit
