@@ -170,7 +170,7 @@ def train_tokenizer(
 
     `alphabets` ({"src": chars, "tgt": chars}) adds characters to each vocabulary that the texts
     may lack: those of a whole corpus when BPE learns from a sample of it
-    (`tfm.data.cache.entry_writer`).
+    (`tfm.data.cache.entry_encoding`).
     `byte_fallback` None decides it per vocabulary by `wants_byte_fallback`.
     `tags` are names of tags the source side reserves (module docstring).
     `progress` shows the `tokenizers` trainer's own progress bars on stderr.
