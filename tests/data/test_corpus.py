@@ -12,7 +12,7 @@ import pytest
 
 import tfm.data.toy
 from tfm.config import SourceConfig, ToyConfig
-from tfm.data import corpus
+from tfm.data import library_corpora
 from tfm.data.corpus import LoadReport, load_split
 from tfm.errors import DataError
 
@@ -222,9 +222,9 @@ def fake_toy(monkeypatch):
     module = types.SimpleNamespace(generate=generate)
     monkeypatch.setitem(sys.modules, "tfm.data.toy.generator", module)
     monkeypatch.setattr(tfm.data.toy, "generator", module, raising=False)
-    corpus._toy_corpus.cache_clear()
+    library_corpora._toy_corpus.cache_clear()
     yield calls
-    corpus._toy_corpus.cache_clear()
+    library_corpora._toy_corpus.cache_clear()
 
 
 def test_toy_splits_come_from_one_cached_call_and_swap_direction(fake_toy):
@@ -253,7 +253,7 @@ def test_real_toy_corpus_swaps_direction():
     pytest.importorskip(
         "tfm.data.toy.generator", reason="tfm.data.toy.generator has not landed yet"
     )
-    corpus._toy_corpus.cache_clear()
+    library_corpora._toy_corpus.cache_clear()
     toy = ToyConfig(n_train=20, n_validation=5, n_test=5, seed=1)
     en_de, report = load("validation", src_lang="en", tgt_lang="de", toy=toy, format="toy")
     de_en, _ = load("validation", src_lang="de", tgt_lang="en", toy=toy, format="toy")

@@ -24,8 +24,8 @@ import numpy as np
 
 from tfm.config import SPLITS, Config, DataConfig
 from tfm.data.cache.prepared_cache import OVERLAP_SHARE, prepared_entry
-from tfm.data.corpus import check_toy_split
 from tfm.data.corpus_figures import ratio_outliers
+from tfm.data.library_corpora import check_toy_split
 from tfm.data.pipeline import check_splits, load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
@@ -98,7 +98,7 @@ def check_data(config: Config) -> dict:
 
 
 def _toy_tests(data: DataConfig) -> bool:
-    """Whether the toy corpus can be `data`'s test split (`corpus.check_toy_split`)."""
+    """Whether the toy corpus can be `data`'s test split (`library_corpora.check_toy_split`)."""
     try:
         check_toy_split(data, "test")
     except DataError:

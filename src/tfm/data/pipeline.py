@@ -14,15 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tfm.config import DataConfig, TokenizerConfig, planned
-from tfm.data.corpus import (
-    LoadReport,
-    check_splits_readable,
-    check_toy_split,
-    load_split,
-    stream_training,
-)
+from tfm.data.corpus import LoadReport, check_splits_readable, load_split, stream_training
 from tfm.data.held_out import held_out, withhold
 from tfm.data.interruptible import interruptibly
+from tfm.data.library_corpora import check_toy_split
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
 from tfm.errors import DataError
 
