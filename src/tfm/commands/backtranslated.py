@@ -16,24 +16,29 @@
 These are the steps a user takes by hand (docs/recipes.md): `tfm train` of the reversed config,
 `tfm translate --file`, `tfm train` with the synthetic corpus in `data.train` with a tag.
 
-`backtranslation.json` keeps the config the run began with, the plan and where each phase
-stands, so that `--resume` after a kill in any phase goes on where it stopped and redoes no
-finished phase. The run's train.log gets every phase's lines once the pair's run begins, and
-the reverse run has its own. Under torchrun every process trains the two runs; process 0 alone
-prepares the data, averages and generates, while the others wait until the state file says it
-is done.
+`backtranslation.json` (`backtranslation_state.py`) keeps the config the run began with, the
+plan and where each phase stands, so that `--resume` after a kill in any phase goes on where it
+stopped and redoes no finished phase. The run's train.log gets every phase's lines once the
+pair's run begins, and the reverse run has its own. Under torchrun every process trains the two
+runs, in the one process group; process 0 alone prepares the data, averages and generates,
+while the others wait until the state file says it is done.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from tfm.atomic import atomic_write_text
+from tfm.commands.backtranslation_state import (
+    begin,
+    config_of,
+    read_state,
+    same_run,
+    waited,
+    write_state,
+)
 from tfm.commands.engines import open_translator
 from tfm.commands.synthetic_corpus import generate
 from tfm.config import Config
@@ -42,7 +47,6 @@ from tfm.data.monolingual import check_monolingual, choose_lines, prepared_monol
 from tfm.data.pipeline import check_splits, load_texts
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import TrainingError, UsageError
-from tfm.json_file import read_json
 from tfm.prediction.settings import DecodeRequest
 from tfm.rundir.averaging import average_checkpoints
 from tfm.rundir.lock import remove_run_files, run_lock
@@ -52,19 +56,17 @@ from tfm.training.loop import TrainResult, train
 from tfm.training.recipe.phase_budget import (
     PhasePlan,
     pair_config,
-    plan_from,
     reverse_config,
     without_text,
 )
 from tfm.training.run_log import collect_run_log
-from tfm.training.run_preparation import HOW_TO_RUN, finished_run, holds_a_run
+from tfm.training.run_preparation import finished_run
 from tfm.training.session import StopFlag
 
 log = logging.getLogger(__name__)
 
-STATE_FILE, REVERSE_DIR, AVERAGED_DIR, SYNTHETIC_FILE = BACKTRANSLATION_FILES
+_, REVERSE_DIR, AVERAGED_DIR, SYNTHETIC_FILE = BACKTRANSLATION_FILES
 MIN_PAIR_MINUTES = 1.0  # the pair trains at least this long, whatever the phases before took
-WAIT_S = 2.0  # between looks at the state file, for processes that wait for process 0
 
 
 def train_backtranslated(
@@ -85,8 +87,8 @@ def train_backtranslated(
                  "prepares the data and back-translates while the other %d wait",
                  replicas.world_size - 1)  # fmt: skip
     with run_lock(root) if main else contextlib.nullcontext(), joined_group(config):
-        state = _begin(config, root, resume=resume, overwrite=overwrite, main=main)
-        config = _config_of(state, config)
+        state = begin(config, root, resume=resume, overwrite=overwrite, main=main)
+        config = config_of(state, config)
         plan = PhasePlan.from_record(state["plan"])
         for line in plan.describe() if main else ():
             log.info("%s", line)
@@ -101,7 +103,7 @@ def train_backtranslated(
                                          progress_bar=progress_bar, stop=stop)  # fmt: skip
             if interrupted is not None:
                 return interrupted
-            state = _read_state(root) or state
+            state = read_state(root) or state
         if not state["generation"]["done"]:
             state = _generate(config, reverse, plan, tokenizer, root, state, main=main,
                               progress=progress_bar, stop=stop)  # fmt: skip
@@ -118,8 +120,8 @@ def finished_backtranslation(config: Config) -> str | None:
     """Where `config.run_dir` holds a run begun with this config whose last phase has trained to
     its end: the line that says so; else None."""
     root = Path(config.run_dir)
-    state = _read_state(root)
-    if state is None or not _same_run(state, config):
+    state = read_state(root)
+    if state is None or not same_run(state, config):
         return None
     plan = PhasePlan.from_record(state["plan"])
     if plan.skipped:
@@ -128,70 +130,6 @@ def finished_backtranslation(config: Config) -> str | None:
         return None
     tokenizer = Tokenizer.load(root / REVERSE_DIR)
     return finished_run(pair_config(config, plan, tokenizer, state["pair"]["minutes"]))
-
-
-# --- phase 0: the state, the data and the plan ---------------------------------------------
-
-
-def _begin(config: Config, root: Path, *, resume: bool, overwrite: bool, main: bool) -> dict:
-    """The run's state: read where the run goes on, else planned and written by process 0 (the
-    others wait for it)."""
-    if not main:
-        return _waited(root, lambda state: True)
-    if overwrite and root.exists():
-        remove_run_files(root)
-    state = _read_state(root)
-    if state is not None and not resume:
-        raise UsageError(
-            f"run directory {root} already holds a run with back-translation; use --resume to "
-            "continue it or --overwrite to start again"
-        )
-    if state is None:
-        if resume:
-            raise UsageError(f"--resume: {root} holds no run to continue; start it without it")
-        if holds_a_run(RunPaths(root)):
-            raise UsageError(f"run directory {root} already exists; use --overwrite to start again")
-        return _plan(config, root)
-    if not _same_run(state, config):
-        log.warning("%s: going on with the config this run began with (%s)", root, STATE_FILE)
-    return state
-
-
-def _plan(config: Config, root: Path) -> dict:
-    """Phase 0 (module docstring): the data prepared, the plan made, the state written."""
-    entry = prepared_entry(config)
-    text = prepared_monolingual(config)
-    plan = plan_from(config, entry, len(text), world_size=from_environment().world_size)
-    state = {
-        "config": config.model_dump(mode="json", exclude_unset=True),
-        "plan": plan.record(),
-        "monolingual": text.path.name,
-        "reverse": {"done": False, "seconds": 0.0},
-        "generation": {"done": False, "lines": 0, "seconds": 0.0},
-    }
-    root.mkdir(parents=True, exist_ok=True)
-    _write_state(root, state)
-    return state
-
-
-def _config_of(state: dict, config: Config) -> Config:
-    """The config the run began with, with how to run it (threads, device) as given now."""
-    values = state["config"]
-    for section, key in HOW_TO_RUN:
-        part = getattr(config, section)
-        if key in part.model_fields_set:
-            values.setdefault(section, {})[key] = getattr(part, key)
-    return Config.model_validate(values)
-
-
-def _same_run(state: dict, config: Config) -> bool:
-    """Whether `config` is the one the run began with, but for how to run it."""
-    stored = Config.model_validate(state["config"]).model_dump(mode="json")
-    given = config.model_dump(mode="json")
-    for section, key in HOW_TO_RUN:
-        stored[section].pop(key, None)
-        given[section].pop(key, None)
-    return stored == given
 
 
 # --- phases 1 and 2 ------------------------------------------------------------------------
@@ -216,7 +154,7 @@ def _train_reverse(
     if result.interrupted_by:
         return result  # its checkpoint is written: --resume goes on from it
     if not main:
-        _waited(root, lambda state: state["reverse"]["done"])
+        waited(root, lambda state: state["reverse"]["done"])
         return None
     kept = len(list((root / REVERSE_DIR / "checkpoints").glob("step-*.pt")))
     last = min(reverse.train.average_last or 1, kept)
@@ -227,7 +165,7 @@ def _train_reverse(
     averaging = max(time.perf_counter() - started - result.elapsed_s, 0.0)
     state["reverse"] = {"done": True, "seconds": round(result.elapsed_s + averaging, 2),
                         "steps": result.steps}  # fmt: skip
-    _write_state(root, state)
+    write_state(root, state)
     return None
 
 
@@ -246,7 +184,7 @@ def _generate(
     """Phase 2 (process 0; the others wait): the synthetic corpus, going on where it stopped;
     the state after it (as it was where `stop` was asked for)."""
     if not main:
-        return _waited(root, lambda state: state["generation"]["done"])
+        return waited(root, lambda state: state["generation"]["done"])
     text = prepared_monolingual(config)
     if text.path.name != state["monolingual"]:
         raise UsageError(
@@ -275,7 +213,7 @@ def _generate(
                     stop=stop, progress=progress)  # fmt: skip
     if stop.requested:
         state["generation"]["seconds"] = round(made.seconds, 2)
-        _write_state(root, state)
+        write_state(root, state)
         return state
     log.info("generated %s synthetic sources in %.0f s (%.0f sentences/s)", f"{made.lines:,}",
              made.seconds, made.lines / max(made.seconds, 1e-9))  # fmt: skip
@@ -283,7 +221,7 @@ def _generate(
     state["generation"] = {"done": True, "lines": made.lines, "seconds": round(made.seconds, 2),
                            "examined": chosen.examined, "leaks": chosen.leaks,
                            "long": chosen.long}  # fmt: skip
-    _write_state(root, state)
+    write_state(root, state)
     return state
 
 
@@ -324,33 +262,10 @@ def _decided(root: Path, state: dict, *, main: bool, minutes: float | None) -> d
     if "pair" in state:
         return state
     if not main:
-        return _waited(root, lambda state: "pair" in state)
+        return waited(root, lambda state: "pair" in state)
     state["pair"] = {"minutes": minutes}
-    _write_state(root, state)
+    write_state(root, state)
     return state
-
-
-# --- the state file ------------------------------------------------------------------------
-
-
-def _read_state(root: Path) -> dict | None:
-    path = root / STATE_FILE
-    if not path.is_file():
-        return None
-    return read_json(path, error=UsageError, missing=f"{path} is missing", what="the run's state")
-
-
-def _write_state(root: Path, state: dict) -> None:
-    atomic_write_text(json.dumps(state, indent=1) + "\n", root / STATE_FILE)
-
-
-def _waited(root: Path, ready: Callable[[dict], bool]) -> dict:
-    """The state once process 0 has written it and `ready(state)` holds."""
-    while True:
-        state = _read_state(root)
-        if state is not None and ready(state):
-            return state
-        time.sleep(WAIT_S)
 
 
 def _started(root: Path) -> bool:
