@@ -4,10 +4,14 @@ back-translates chosen without validation or test sentences and within the lengt
 same ones for the same seed, in file order."""
 
 import numpy as np
+import pytest
 from builders import tiny_config
 
 from tfm.data.cache.cache_key import DIGESTS
+from tfm.data.check import check_data, format_table
 from tfm.data.monolingual import choose_lines, prepared_monolingual
+from tfm.data.pipeline import load_texts
+from tfm.errors import DataError
 from tfm.limits import MAX_LINE_CHARS
 
 LINES = [f"ligne numéro {i} ." for i in range(100)]
@@ -73,3 +77,24 @@ def test_the_chosen_lines_leave_out_leaks_and_long_lines_and_repeat_for_a_seed(t
         "96 of the 100 lines chosen (100 examined; dropped 2 identical to a validation or test "
         "sentence (a leak), 2 over data.max_length)"
     )
+
+
+def test_data_check_counts_the_lines_back_translation_would_use(tmp_path):
+    config = tiny_config(tmp_path / "run")
+    _, german, _ = load_texts(config.data, "validation")
+    too_long = " ".join(["Wort"] * (config.data.max_length + 1))
+    config = mono_config(tmp_path, "\n".join([*LINES[:10], german[0], too_long, ""]))
+    report = check_data(config)
+    assert report["monolingual"] == {"lang": "de", "lines": 12, "usable": 10, "leaks": 1,
+                                     "longer_than_max_length": 1}  # fmt: skip
+    table = format_table(report)
+    assert "monolingual de: 12 lines, 10 usable (1 a validation or test sentence, 1 over" in table
+    assert "note: monolingual: 1 line(s) identical to a validation or test sentence" in table
+
+
+def test_data_check_names_a_missing_monolingual_file_before_reading_the_corpus(tmp_path):
+    config = mono_config(tmp_path, "eine Zeile\n")
+    (tmp_path / "mono0.de").unlink()
+    with pytest.raises(DataError, match=r"^data\.monolingual\[0\]\.path: .*mono0\.de: no such"):
+        check_data(config)
+    assert not (tmp_path / ".tfm-cache").exists()

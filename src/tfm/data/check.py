@@ -26,6 +26,7 @@ from tfm.config import SPLITS, Config, DataConfig
 from tfm.data.cache.prepared_cache import OVERLAP_SHARE, prepared_entry
 from tfm.data.corpus_figures import ratio_outliers
 from tfm.data.library_corpora import check_toy_split
+from tfm.data.monolingual import check_monolingual, choose_lines, prepared_monolingual
 from tfm.data.pipeline import check_splits, load_texts
 from tfm.data.screening import report_characters
 from tfm.data.tokenizer import UNK_ID, Tokenizer
@@ -51,6 +52,7 @@ def check_data(config: Config) -> dict:
     untested = data.test.format == "toy" and not _toy_tests(data)
     names = [name for name in SPLITS if not (untested and name == "test")]
     check_splits(data, names)  # before the training split is prepared
+    check_monolingual(data)
     entry = prepared_entry(config)
     report_characters(entry.meta.get("characters"), split="train", policy=config.data.control_chars)
     tokenizer = entry.tokenizer()
@@ -88,6 +90,9 @@ def check_data(config: Config) -> dict:
         },
         "splits": splits,
     }
+    if data.monolingual:
+        references = {sentence for name in names[1:] for sentence in texts[name][1]}
+        result["monolingual"] = _monolingual(config, tokenizer, references)
     result["notes"] = notes(result, max_length=config.data.max_length)
     if untested:
         result["notes"].append(
@@ -95,6 +100,20 @@ def check_data(config: Config) -> dict:
             "get tests only a model trained on it); give data.test to check one"
         )
     return result
+
+
+def _monolingual(config: Config, tokenizer: Tokenizer, references: set[str]) -> dict:
+    """What back-translation would find in `data.monolingual`: its lines (after the empty ones),
+    those identical to a validation or test sentence (`leaks`), and those over the length limit."""
+    text = prepared_monolingual(config)
+    limit = config.data.max_length
+
+    def fits(rows: list[str]) -> list[bool]:
+        return [len(ids) <= limit for ids in tokenizer.encode_tgt(rows)]
+
+    every = choose_lines(text, count=len(text), seed=0, leaks=references, fits=fits)
+    return {"lang": config.data.tgt_lang, "lines": len(text), "usable": len(every.index),
+            "leaks": every.leaks, "longer_than_max_length": every.long}  # fmt: skip
 
 
 def _toy_tests(data: DataConfig) -> bool:
@@ -221,6 +240,12 @@ def notes(report: dict, *, max_length: int) -> list[str]:
                 f"{name}: {_share(s['src_in_train'], n)} of sources also occur in train "
                 f"({s['pairs_in_train']:,} identical pairs): its scores will be optimistic"
             )
+    mono = report.get("monolingual")
+    if mono and mono["leaks"]:
+        out.append(
+            f"monolingual: {mono['leaks']:,} line(s) identical to a validation or test sentence; "
+            "back-translation leaves them out (they would leak a reference)"
+        )
     return out
 
 
@@ -242,6 +267,13 @@ def format_table(report: dict) -> str:
     else:
         sizes = f"{tok['src_vocab_size']:,} source / {tok['tgt_vocab_size']:,} target"
         lines.append(f"tokenizer: separate BPE, {sizes} tokens")
+    mono = report.get("monolingual")
+    if mono:
+        lines.append(
+            f"monolingual {mono['lang']}: {mono['lines']:,} lines, {mono['usable']:,} usable "
+            f"({mono['leaks']:,} a validation or test sentence, "
+            f"{mono['longer_than_max_length']:,} over data.max_length)"
+        )
     lines.extend(f"note: {note}" for note in report["notes"])
     return "\n".join(lines)
 

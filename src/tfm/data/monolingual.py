@@ -25,13 +25,12 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from tfm.atomic import atomic_write_text
 from tfm.config import Config, DataConfig
 from tfm.data.cache.cache_folder import cache_root, scratch_folder
 from tfm.data.cache.cache_key import ContentDigests
@@ -201,7 +200,6 @@ class Chosen:
     examined: int = 0
     leaks: int = 0
     long: int = 0
-    notes: list[str] = field(default_factory=list)
 
     def summary(self, available: int) -> str:
         drops = []
@@ -245,17 +243,3 @@ def choose_lines(
         taken += len(kept[-1])
     chosen.index = np.sort(np.concatenate(kept)) if kept else chosen.index
     return chosen
-
-
-def leaked_lines(text: MonolingualText, references: set[str]) -> int:
-    """How many lines of `text` are one of `references` (validation and test sentences)."""
-    lines = text.lines()
-    return sum(
-        sum(line in references for line in lines.read(start, start + CHUNK))
-        for start in range(0, len(lines), CHUNK)
-    )
-
-
-def write_choice(path: Path, chosen: Chosen) -> None:
-    """Keep `chosen`'s indices beside a run (the lines it back-translates, by number)."""
-    atomic_write_text(json.dumps(chosen.index.tolist()) + "\n", path)
