@@ -115,6 +115,7 @@ def test_each_section_model_is_documented_once_and_every_key_once():
         "data.<split>",
         "data.toy",
         "data.monolingual[i]",
+        "data.related[i]",
         "tokenizer",
         "model",
         "train",

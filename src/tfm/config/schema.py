@@ -8,7 +8,9 @@ only overrides what it needs; unknown keys, wrong types and out-of-range values 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -18,6 +20,7 @@ from pydantic import (
     Field,
     Tag,
     create_model,
+    field_validator,
     model_validator,
 )
 
@@ -27,7 +30,7 @@ from tfm.decoding_options import (
     settings_of,
     strategy_names,
 )
-from tfm.errors import ConfigError
+from tfm.errors import ConfigError, UsageError
 from tfm.limits import (
     MAX_BATCH_TOKENS,
     MAX_D_FF,
@@ -48,7 +51,8 @@ SPLITS = ("train", "validation", "test")
 # a machine translation, which the model learns to tell from real text (Caswell et al., 2019).
 BACK_TRANSLATION_TAG = "bt"
 TAG_PATTERN = r"^[a-z0-9][a-z0-9_]{0,15}$"  # a tag's name; its token is `<name>`
-MAX_CORPORA = 64  # in data.train and data.monolingual
+MAX_CORPORA = 64  # in data.train, data.related and data.monolingual
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")  # ISO 639-1 or 639-3: `pt`, `fil`
 
 Beta = Annotated[float, Field(ge=0.0, lt=1.0)]  # an Adam decay rate
 Layers = Annotated[int, Field(ge=1, le=MAX_LAYERS)]  # a stack's depth
@@ -174,6 +178,36 @@ class SourceConfig(StrictModel):
         return self
 
 
+def target_tag(lang: str) -> str:
+    """The tag that asks a model trained into several languages for `lang`: `2pt` (its token
+    `<2pt>`), put before the source (Johnson et al., 2017)."""
+    return f"2{lang}"
+
+
+def check_language_code(code: str) -> str:
+    """`code`; ValueError where it is not two or three lowercase letters."""
+    if not LANGUAGE_CODE.fullmatch(code):
+        raise ValueError(
+            f"'{code}' is not a language code of two or three lowercase letters (ISO 639, as "
+            "'pt' or 'fil')"
+        )
+    return code
+
+
+class RelatedConfig(SourceConfig):
+    """A corpus of a pair related to the main one (`data.related`), in its own languages: the
+    same source and another target (one-to-many), another source and the same target
+    (many-to-one), or both. Read like a training corpus, by its own `src_lang` and `tgt_lang`."""
+
+    src_lang: str = Field(description="Language code of its source side, e.g. `en`.")
+    tgt_lang: str = Field(description="Language code of its target side, e.g. `pt`.")
+
+    @field_validator("src_lang", "tgt_lang")
+    @classmethod
+    def _code(cls, code: str) -> str:
+        return check_language_code(code)
+
+
 class ToyConfig(StrictModel):
     """Size and seed of the built-in toy English–German corpus (sources of format `toy`)."""
 
@@ -234,6 +268,18 @@ class MonolingualConfig(StrictModel):
     )
 
 
+@dataclass(frozen=True)
+class TrainingCorpus:
+    """One corpus that training reads: its config key, its source, its languages, and the tags
+    put before each of its sources, in order (`DataConfig.training_corpora`)."""
+
+    key: str
+    source: SourceConfig
+    src_lang: str
+    tgt_lang: str
+    tags: tuple[str, ...]
+
+
 class DataConfig(StrictModel):
     """The language pair, where each split comes from, and the training length limit.
 
@@ -273,6 +319,24 @@ class DataConfig(StrictModel):
         "trains a model of the reverse direction, translates the text with it into synthetic "
         "sources and trains the pair on its own pairs and those, each step planned inside "
         "`train.max_minutes` (docs/recipes.md); empty: none.",
+    )
+    related: list[RelatedConfig] = Field(
+        default_factory=list,
+        max_length=MAX_CORPORA,
+        description="Corpora of related pairs trained in the same model, each with its own "
+        "`src_lang` and `tgt_lang` and the keys of a training corpus: other targets of the "
+        "same source (one-to-many: every source, the main pair's too, then begins with the tag "
+        "of its target language, `<2pt>`), other sources of the same target (many-to-one), or "
+        "both. The main pair stays `src_lang`→`tgt_lang` for validation, early stopping, "
+        "`tfm eval` and `tfm translate`; `tfm train` plans how often each corpus is read "
+        "(`main_share`; docs/recipes.md); empty: none.",
+    )
+    main_share: float | None = Field(
+        None,
+        gt=0.0,
+        lt=1.0,
+        description="With `related`: the main pair's share of the pairs of an epoch, which its "
+        "corpora are read more often to reach; null: the plan's rule (docs/recipes.md).",
     )
     max_length: int = Field(
         128,
@@ -318,23 +382,63 @@ class DataConfig(StrictModel):
         """The training corpora, in the order they are read."""
         return self.train if isinstance(self.train, list) else [self.train]
 
+    def train_key(self, index: int) -> str:
+        """The config key of `data.train`'s corpus `index`: `data.train`, or `data.train[1]`
+        in a list."""
+        return f"data.train[{index}]" if isinstance(self.train, list) else "data.train"
+
     @property
     def corpus(self) -> SourceConfig:
         """The pair's own training corpus (the first), which held-out splits come from."""
         return self.corpora[0]
 
     def tags(self) -> tuple[str, ...]:
-        """The tags the vocabulary reserves: those the training corpora take, and the
-        back-translation tag where there is monolingual text to back-translate."""
+        """The tags the vocabulary reserves: those the training corpora take, the
+        back-translation tag where there is monolingual text to back-translate, and a tag for
+        each target language where there are several."""
         tags = {source.tag for source in self.corpora if source.tag}
         if self.monolingual:
             tags.add(BACK_TRANSLATION_TAG)
+        if len(self.target_languages()) > 1:
+            tags.update(target_tag(lang) for lang in self.target_languages())
         return tuple(sorted(tags))
+
+    def target_languages(self) -> tuple[str, ...]:
+        """The languages a model of this data translates into: the main pair's target, then the
+        related corpora's others, in order."""
+        return tuple(dict.fromkeys([self.tgt_lang, *(c.tgt_lang for c in self.related)]))
+
+    def target_tag(self, tgt_lang: str | None = None, *, option: str = "--tgt-lang") -> str | None:
+        """The tag that asks the model for `tgt_lang` (None: the main pair's target), or None
+        where it translates into one language; UsageError naming `option` where it was not
+        trained to translate into `tgt_lang`."""
+        languages = self.target_languages()
+        if tgt_lang is not None and tgt_lang not in languages:
+            raise UsageError(
+                f"{option} {tgt_lang}: the model was trained to translate into "
+                f"{', '.join(languages)}, not {tgt_lang}"
+            )
+        return target_tag(tgt_lang or self.tgt_lang) if len(languages) > 1 else None
+
+    def training_corpora(self) -> list[TrainingCorpus]:
+        """Every corpus training reads, in order: `data.train`'s in the main pair's languages,
+        then `data.related`'s in their own, each with the tags put before its sources."""
+        main = target_tag(self.tgt_lang) if len(self.target_languages()) > 1 else None
+        found = [
+            TrainingCorpus(self.train_key(i), source, self.src_lang, self.tgt_lang,
+                           tuple(t for t in (main, source.tag) if t))
+            for i, source in enumerate(self.corpora)
+        ]  # fmt: skip
+        for i, source in enumerate(self.related):
+            tag = target_tag(source.tgt_lang) if main else None
+            found.append(TrainingCorpus(f"data.related[{i}]", source, source.src_lang,
+                                        source.tgt_lang, (tag,) if tag else ()))  # fmt: skip
+        return found
 
     @model_validator(mode="after")
     def _train_is_read(self) -> DataConfig:
         for i, source in enumerate(self.corpora):
-            key = "data.train" if not isinstance(self.train, list) else f"data.train[{i}]"
+            key = self.train_key(i)
             if source.format == "held_out":
                 raise ValueError(
                     f"{key}: format 'held_out' is for validation and test, held out of data.train"
@@ -360,6 +464,42 @@ class DataConfig(StrictModel):
                 else f"is neither language of the pair {pair}; expected '{self.tgt_lang}'"
             )
             raise ValueError(f"data.monolingual[{i}].lang: '{text.lang}' {what}")
+        return self
+
+    @model_validator(mode="after")
+    def _related_pairs(self) -> DataConfig:
+        if self.main_share is not None and not self.related:
+            raise ValueError("data.main_share has no effect without data.related")
+        if not self.related:
+            return self
+        for key in ("src_lang", "tgt_lang"):
+            try:
+                check_language_code(getattr(self, key))
+            except ValueError as exc:
+                raise ValueError(f"data.{key}: {exc}, which data.related needs") from None
+        if self.monolingual:
+            raise ValueError(
+                "data.related and data.monolingual do not go together: train the model with "
+                "related pairs, or back-translate into the main pair alone"
+            )
+        main = f"{self.src_lang}→{self.tgt_lang}"
+        for i, source in enumerate(self.related):
+            key, pair = f"data.related[{i}]", f"{source.src_lang}→{source.tgt_lang}"
+            if source.src_lang == source.tgt_lang:
+                raise ValueError(f"{key}: src_lang and tgt_lang are both '{source.src_lang}'")
+            if pair == main:
+                raise ValueError(
+                    f"{key}: {pair} is the main pair itself: put the corpus in data.train (a "
+                    "list of corpora), which trains the main pair"
+                )
+            if source.format == "held_out":
+                raise ValueError(f"{key}: format 'held_out' is for validation and test")
+            if source.tag:
+                raise ValueError(
+                    f"{key}.tag: a related corpus takes no tag of its own; where the model "
+                    "translates into several languages, every source gets the tag of its "
+                    "target language (<2xx>)"
+                )
         return self
 
 

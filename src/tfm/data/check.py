@@ -29,7 +29,7 @@ from tfm.data.library_corpora import check_toy_split
 from tfm.data.monolingual import check_monolingual, choose_lines, prepared_monolingual
 from tfm.data.pipeline import check_splits, load_texts
 from tfm.data.screening import report_characters
-from tfm.data.tokenizer import UNK_ID, Tokenizer
+from tfm.data.tokenizer import UNK_ID, Tokenizer, untagged
 from tfm.data.words import word_count
 from tfm.errors import DataError
 from tfm.logs import quieted
@@ -69,7 +69,10 @@ def check_data(config: Config) -> dict:
         log.info(reports[name].summary())
         texts[name] = (src, tgt)
         tokens[name] = _encoded(src, tgt, tokenizer)
-    scans = {name: _scan(src, tgt) for name, (src, tgt) in texts.items()}
+    # the training sources as written, less the tags before them (<2it>, <bt>): a validation
+    # source that training reads is the same sentence after its tag
+    scans = {name: _scan(_untagged(src, tokenizer.tags if name == "train" else ()), tgt)
+             for name, (src, tgt) in texts.items()}  # fmt: skip
     in_train = {key: np.sort(scans["train"][key]) for key in ("src_hash", "pair_hash")}
     splits = {}
     for name in texts:
@@ -136,6 +139,13 @@ def _scan(src: Iterable[str], tgt: Iterable[str]) -> dict[str, np.ndarray]:
         add[2](hash(s))
         add[3](hash((s, t)))
     return {name: np.frombuffer(values, dtype=np.int64) for name, values in columns.items()}
+
+
+def _untagged(texts: Iterable[str], tags: Sequence[str]) -> Iterable[str]:
+    if not tags:
+        return texts
+    starts = tuple(f"<{tag}>" for tag in tags)
+    return (untagged([text], tags)[0] if text.startswith(starts) else text for text in texts)
 
 
 def _tokens(src: np.ndarray, tgt: np.ndarray, unknown: Sequence[int]) -> dict:

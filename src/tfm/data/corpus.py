@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tfm.config import DataConfig, SourceConfig, ToyConfig
+from tfm.config.schema import TrainingCorpus
 from tfm.data.formats import (
     Hashing,
     PairStream,
@@ -36,6 +37,7 @@ from tfm.data.library_corpora import (
     read_disk,
     read_hub,
     read_toy,
+    toy_has_languages,
 )
 from tfm.data.screening import CharacterScreen, first_lines, read_indices, report_characters
 from tfm.data.tokenizer import tag_token
@@ -72,7 +74,8 @@ class LoadReport:
     Later stages (e.g. length filtering after tokenization) add their drops with `drop()`. With
     the indices of the dropped pairs (`at`), the summary names the first lines (or rows) of each
     reason; `skipped` holds the read indices of the pairs dropped when loading (empty sides).
-    `characters` is what `screening` found in the text (None: nothing).
+    `characters` is what `screening` found in the text (None: nothing); `corpora`, in a report
+    of several training corpora, each one's pairs kept (read once) and its repeat.
     """
 
     split: str
@@ -84,6 +87,8 @@ class LoadReport:
     skipped: list[int] = field(default_factory=list)
     first: dict[str, list[int]] = field(default_factory=dict)  # reason -> first lines or rows
     characters: dict | None = None
+    corpora: list[tuple[int, int]] = field(default_factory=list)  # merged: (kept, times) each
+    notes: list[str] = field(default_factory=list)  # merged: why a corpus is read as it is
 
     def drop(self, reason: str, n: int, *, at: Sequence[int] = ()) -> None:
         """Record that `n` of the kept pairs, at indices `at` among them, were dropped."""
@@ -120,25 +125,26 @@ def check_splits_readable(data: DataConfig, splits: Sequence[str]) -> None:
     there, and a split left to the built-in toy corpus is asked for in the toy's languages
     (DataError for the first problem). A mistyped validation path, or a config that names no
     validation split for another language pair, is named at the start, not after the training
-    split has been prepared."""
+    split has been prepared. The training split reads `data.related` too."""
     for split in splits:
-        sources = data.corpora if split == "train" else [getattr(data, split)]
-        for i, source in enumerate(sources):
-            key = corpus_key_name(data, i) if split == "train" else f"data.{split}"
+        if split == "train":
+            corpora = [(c.key, c.source, c.src_lang, c.tgt_lang) for c in data.training_corpora()]
+        else:
+            corpora = [(f"data.{split}", getattr(data, split), data.src_lang, data.tgt_lang)]
+        for key, source, src_lang, tgt_lang in corpora:
             if source.format == "held_out":
                 continue  # read from data.train, which is checked too
-            if source.format == "toy":
+            if source.format == "toy" and (src_lang, tgt_lang) != (data.src_lang, data.tgt_lang):
+                if not toy_has_languages(src_lang, tgt_lang):  # a related corpus
+                    raise DataError(f"{key}: the toy corpus is English–German, not {src_lang}→"
+                                    f"{tgt_lang}")  # fmt: skip
+            elif source.format == "toy":
                 check_toy_split(data, split)
             if source.format == "disk":
                 check_disk_folder(source, key=key)
             files = files_read(source.format, source.path or "", key=key,
-                               src_lang=data.src_lang, tgt_lang=data.tgt_lang)  # fmt: skip
+                               src_lang=src_lang, tgt_lang=tgt_lang)  # fmt: skip
             check_files_exist(files)
-
-
-def corpus_key_name(data: DataConfig, index: int) -> str:
-    """The config key of training corpus `index`: `data.train`, or `data.train[1]` in a list."""
-    return f"data.train[{index}]" if isinstance(data.train, list) else "data.train"
 
 
 def stream_training(
@@ -149,57 +155,108 @@ def stream_training(
     withhold: Withhold | None = None,
 ) -> tuple[Iterator[list[tuple[str, str]]], Callable[[], LoadReport]]:
     """The training split's cleaned pairs a list at a time (`stream_split`), corpus after corpus
-    of `data.train`: each read `repeat` times, its sources after its tag (`<bt> …`). The second
-    is the one load report of them all, once every pair is read. Each file's bytes are told to
-    `hashing` once, and each corpus is screened (`control_chars`) once."""
-    sources = data.corpora
-    langs = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
-    if len(sources) == 1 and sources[0].repeat == 1 and not sources[0].tag:
+    of `data.train`: each read `repeat` times, its sources after its tags (`<2pt> <bt> …`). The
+    second is the one load report of them all, once every pair is read. Each file's bytes are
+    told to `hashing` once, and each corpus is screened (`control_chars`) once. The corpora of
+    `data.related` are read beside them by `related.training_stream`."""
+    corpora = data.training_corpora()[: len(data.corpora)]
+    if len(corpora) == 1 and corpora[0].source.repeat == 1 and not corpora[0].tags:
         stream, cleaner = stream_split(
-            sources[0], split="train", toy=data.toy, hashing=hashing,
-            control_chars=control_chars, withhold=withhold, **langs,
+            corpora[0].source, split="train", toy=data.toy, hashing=hashing,
+            control_chars=control_chars, withhold=withhold, src_lang=data.src_lang,
+            tgt_lang=data.tgt_lang,
         )  # fmt: skip
         return stream, cleaner.report
+    reads = [CorpusRead(corpus, corpus.source.repeat, withhold) for corpus in corpora]
+    return stream_reads(reads, toy=data.toy, control_chars=control_chars, hashing=hashing)
+
+
+@dataclass
+class CorpusRead:
+    """One training corpus as a stream reads it: `times` over (0: left out; its pairs are
+    still read through, so that its files are hashed and screened, but none is kept),
+    leaving out what `withhold` picks. `note`: why it is read as it is, for the report."""
+
+    corpus: TrainingCorpus
+    times: int
+    withhold: Withhold | None = None
+    note: str = ""
+
+
+def stream_reads(
+    reads: Sequence[CorpusRead],
+    *,
+    toy: ToyConfig,
+    control_chars: str | None = None,
+    hashing: Hashing | None = None,
+    then: Callable[[list[int]], Sequence[CorpusRead]] | None = None,
+) -> tuple[Iterator[list[tuple[str, str]]], Callable[[], LoadReport]]:
+    """The cleaned pairs of `reads`, one after another, each corpus's sources after its tags,
+    and their one load report. Each file's bytes are told to `hashing` once, and each corpus is
+    screened once. `then`, given the pairs each of the first reads kept, names more reads of
+    the same corpora (none is hashed or screened again) that follow them."""
     cleaners: list[Cleaner] = []
+    done: list[CorpusRead] = []
+
+    def read(
+        one: CorpusRead, *, times: int, told: Hashing | None, first: bool
+    ) -> Iterator[list[tuple[str, str]]]:
+        corpus = one.corpus
+        prefix = "".join(f"{tag_token(tag)} " for tag in corpus.tags)
+        for n in range(times):
+            stream, cleaner = stream_split(
+                corpus.source, split="train", toy=toy, withhold=one.withhold,
+                hashing=told if n == 0 else None,
+                control_chars=control_chars if first and n == 0 else None,
+                src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang,
+            )  # fmt: skip
+            for chunk in stream:
+                if one.times:  # a corpus left out is read through, and nothing kept
+                    yield [(prefix + src, tgt) for src, tgt in chunk] if prefix else chunk
+            if first and n == 0:
+                cleaners.append(cleaner)
 
     def chunks() -> Iterator[list[tuple[str, str]]]:
         hashed: set[str] = set()
-        for source in sources:
-            files = files_read(source.format, source.path or "", key="", **langs)
+        for one in reads:
+            corpus = one.corpus
+            files = files_read(corpus.source.format, corpus.source.path or "", key="",
+                               src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang)  # fmt: skip
             told = hashing if not hashed.intersection(str(f) for f, _ in files) else None
             hashed.update(str(f) for f, _ in files)
-            prefix = f"{tag_token(source.tag)} " if source.tag else ""
-            for n in range(source.repeat):
-                stream, cleaner = stream_split(
-                    source, split="train", toy=data.toy, withhold=withhold,
-                    hashing=told if n == 0 else None,
-                    control_chars=control_chars if n == 0 else None, **langs,
-                )  # fmt: skip
-                for chunk in stream:
-                    yield [(prefix + src, tgt) for src, tgt in chunk] if prefix else chunk
-                if n == 0:
-                    cleaners.append(cleaner)
+            yield from read(one, times=max(one.times, 1), told=told, first=True)
+            done.append(one)
+        for more in then([cleaner.kept for cleaner in cleaners]) if then else ():
+            yield from read(more, times=more.times, told=None, first=False)
+            for one in done:
+                if one.corpus.key == more.corpus.key:
+                    one.times += more.times
 
     def report() -> LoadReport:
-        return merged_report([cleaner.report() for cleaner in cleaners], sources)
+        return merged_report([cleaner.report() for cleaner in cleaners], done)
 
     return chunks(), report
 
 
-def merged_report(reports: Sequence[LoadReport], sources: Sequence[SourceConfig]) -> LoadReport:
-    """One load report for the training corpora read one after another, each as often as its
-    `repeat` says; where more than one was read, lines are not named (they are each file's)."""
-    origins = [
-        report.origin + (f" ×{s.repeat}" if s.repeat > 1 else "") + (f" <{s.tag}>" if s.tag else "")
-        for report, s in zip(reports, sources, strict=True)
-    ]
+def merged_report(reports: Sequence[LoadReport], reads: Sequence[CorpusRead]) -> LoadReport:
+    """One load report for the training corpora read one after another, each as often as it
+    was; where more than one was read, lines are not named (they are each file's). Its
+    `corpora` are the pairs each kept, once, and how often it was read; its `notes` why."""
+    origins = []
+    for report, one in zip(reports, reads, strict=True):
+        tags = "".join(f" <{tag}>" for tag in one.corpus.tags)
+        times = " (left out)" if not one.times else f" ×{one.times}" if one.times > 1 else ""
+        origins.append(report.origin + times + tags)
     merged = LoadReport(split="train", origin=" + ".join(origins), read=0, kept=0,
                         unit=reports[0].unit)  # fmt: skip
-    for report, source in zip(reports, sources, strict=True):
-        merged.read += report.read * source.repeat
-        merged.kept += report.read * source.repeat
+    for report, one in zip(reports, reads, strict=True):
+        merged.read += report.read * one.times
+        merged.kept += report.read * one.times
         for reason, n in report.dropped.items():
-            merged.drop(reason, n * source.repeat)
+            merged.drop(reason, n * one.times)
+        merged.corpora.append((report.kept, one.times))
+        if one.note:
+            merged.notes.append(f"{one.corpus.key}: {one.note}")
     if len(reports) == 1:
         merged.first, merged.skipped = dict(reports[0].first), list(reports[0].skipped)
     characters = [report.characters for report in reports if report.characters]
@@ -331,6 +388,11 @@ class Cleaner:
         if self.withhold is not None and (later := self.withhold.end_of_read(self.origin)):
             skipped = sorted(self.empty + self.long + self.held)
             self.held = sorted(self.held + read_indices(later, skipped))
+
+    @property
+    def kept(self) -> int:
+        """The pairs kept so far."""
+        return self.read - len(self.empty) - len(self.long) - len(self.held)
 
     def report(self) -> LoadReport:
         """What was read and dropped (for the caller to log, once every drop is in), and the

@@ -160,7 +160,7 @@ def _side(texts: Sequence[str]) -> SideFigures:
     for text in texts:
         chars.update(text)
     scripts = _scripts(chars)
-    unspaced = {c for c in chars if _script(c) in UNSPACED}
+    unspaced = {c for c in chars if letter_script(c) in UNSPACED}
     types: set[str] = set()
     words = 0
     for text in texts:
@@ -187,11 +187,12 @@ def _scripts(chars: Counter[str]) -> tuple[tuple[str, float], ...]:
     counts: Counter[str] = Counter()
     for char, n in chars.items():
         if char.isalpha():
-            counts[_script(char)] += n
+            counts[letter_script(char)] += n
     total = sum(counts.values()) or 1
     return tuple((name, n / total) for name, n in counts.most_common())
 
 
-def _script(char: str) -> str:
+def letter_script(char: str) -> str:
+    """The script of `char`: the first word of its Unicode name (LATIN, CYRILLIC, CJK …)."""
     name = unicodedata.name(char, "")
     return name.split(" ", 1)[0] if name else "UNKNOWN"

@@ -14,10 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tfm.config import DataConfig, TokenizerConfig, planned
-from tfm.data.corpus import LoadReport, check_splits_readable, load_split, stream_training
+from tfm.data.corpus import LoadReport, check_splits_readable, load_split
 from tfm.data.held_out import held_out, withhold
 from tfm.data.interruptible import interruptibly
 from tfm.data.library_corpora import check_toy_split
+from tfm.data.related import training_stream
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
 from tfm.errors import DataError
 
@@ -51,7 +52,7 @@ def load_texts(config: DataConfig, split: str) -> tuple[list[str], list[str], Lo
     split without the pairs held out of it, a held-out split from the training corpus."""
     if split == "train":
         held = withhold(config)
-        stream, report_of = stream_training(
+        stream, report_of = training_stream(
             config, control_chars=config.control_chars, withhold=held
         )
         pairs = [pair for chunk in stream for pair in chunk]
@@ -103,9 +104,12 @@ def encode_split(
     tokenizer: Tokenizer,
     *,
     max_length: int | None = None,
+    tag: str | None = None,
 ) -> EncodedSplit:
-    """Tokenize a split once; with `max_length`, drop (and count) pairs longer than that."""
-    src_ids = tokenizer.encode_src(src_text)
+    """Tokenize a split once, its sources after `tag` where given (the target language's, in a
+    model that translates into several); with `max_length`, drop (and count) pairs longer than
+    that."""
+    src_ids = tokenizer.encode_src(src_text, tag=tag)
     tgt_ids = tokenizer.encode_tgt(tgt_text)
     keep: Sequence[int] = range(len(src_ids))
     if max_length is not None:
@@ -132,7 +136,9 @@ def prepare_splits(
     *,
     tokenizer: Tokenizer | None = None,
 ) -> tuple[dict[str, EncodedSplit], Tokenizer]:
-    """Load and encode `splits`; train the tokenizer on "train" when none is given."""
+    """Load and encode `splits`; train the tokenizer on "train" when none is given. Validation
+    and test are the main pair's: their sources take its target language's tag where the model
+    translates into several (the training split's have it in their text)."""
     raw = {name: load_texts(data, name) for name in splits}
     if tokenizer is None:
         if "train" not in raw:
@@ -146,6 +152,7 @@ def prepare_splits(
             report,
             tokenizer,
             max_length=data.max_length if name == "train" else None,
+            tag=None if name == "train" else data.target_tag(),
         )
         for name, (src, tgt, report) in raw.items()
     }

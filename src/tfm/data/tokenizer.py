@@ -25,9 +25,10 @@ Pipeline, chosen so that `decode(encode(text))` gives back natural text:
   from their endings ("知 らせを"); docs/experiments.md has the measurements.
 - special tokens `<pad>`, `<s>`, `</s>`, `<unk>` have the fixed ids 0-3 and exist only as ids:
   the literal text "<s>" in a sentence is ordinary characters, never the BOS id.
-- tags (`tags`, e.g. `<bt>` before the source of a back-translated pair) are reserved tokens
-  after the specials and bytes, on the source side: tfm puts "<bt> " before a sentence, and the
-  text "<bt>" always encodes as the tag's one id. Decoding drops them, so no output shows one.
+- tags (`tags`, e.g. `<bt>` before the source of a back-translated pair, `<2pt>` before one to
+  translate into Portuguese) are reserved tokens after the specials and bytes, on the source
+  side: tfm puts "<bt> " before a sentence, and the text "<bt>" always encodes as the tag's one
+  id. Decoding drops them, so no output shows one.
 
 File: `tokenizer.json` is ONE file for both layouts, a wrapper (see `save`) holding standard
 `tokenizers` JSON objects under "shared" (joint) or "src" and "tgt" (separate).
@@ -221,14 +222,16 @@ def train_tokenizer(
 
 
 def untagged(texts: Sequence[str], tags: Sequence[str]) -> list[str]:
-    """`texts` without the tag (of `tags`) that starts some of them, and the space after it."""
+    """`texts` without the tags (of `tags`) that start some of them, and the spaces after
+    them."""
     tokens = tuple(tag_token(name) for name in tags)
-    return [_after_tag(text, tokens) if text.startswith(tokens) else text for text in texts]
+    return [_after_tags(text, tokens) if text.startswith(tokens) else text for text in texts]
 
 
-def _after_tag(text: str, tokens: tuple[str, ...]) -> str:
-    token = next(token for token in tokens if text.startswith(token))
-    return text[len(token) :].lstrip(" ")
+def _after_tags(text: str, tokens: tuple[str, ...]) -> str:
+    while token := next((token for token in tokens if text.startswith(token)), None):
+        text = text[len(token) :].lstrip(" ")
+    return text
 
 
 class Tokenizer:
@@ -266,9 +269,14 @@ class Tokenizer:
 
     # --- text <-> ids -------------------------------------------------------------------------
 
-    def encode_src(self, texts: Sequence[str]) -> list[list[int]]:
-        """Subword ids per sentence, without BOS/EOS (the pipeline frames them)."""
-        return _encode(self._src, texts, "source")
+    def encode_src(self, texts: Sequence[str], *, tag: str | None = None) -> list[list[int]]:
+        """Subword ids per sentence, without BOS/EOS (the pipeline frames them); with `tag`,
+        the tag's id first (what a model that translates into several languages reads)."""
+        ids = _encode(self._src, texts, "source")
+        if tag is None:
+            return ids
+        first = self.tag_id(tag)
+        return [[first, *row] for row in ids]
 
     def encode_tgt(self, texts: Sequence[str]) -> list[list[int]]:
         return _encode(self._tgt, texts, "target")

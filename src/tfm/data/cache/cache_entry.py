@@ -61,6 +61,8 @@ class CacheEntry:
         report.skipped = meta.get("skipped", [])
         report.first = dict(meta.get("first", {}))
         report.characters = meta.get("characters")
+        report.corpora = [tuple(c) for c in meta.get("corpora", [])]
+        report.notes = list(meta.get("notes", []))
         return report
 
     def split(self, *, max_length: int | None) -> EncodedSplit:

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfm.atomic import atomic_write_text
-from tfm.config import Config, SourceConfig
+from tfm.config import Config, DataConfig, SourceConfig
 from tfm.data.corpus import stream_split
 from tfm.data.formats import files_read
 from tfm.data.held_out import held_out_splits
+from tfm.data.related import MAIN_SHARE
 
 VERSION = 2  # of the cache's folder layout; another version is another key
 SIDES = ("src", "tgt")  # the file stems of an entry's two sides
@@ -112,25 +113,27 @@ def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -
     """The key of the config's training corpora and tokenizer settings, by content: the files'
     digests as remembered (None where one is not), or, with `read`, as this process read them."""
     data = config.data
-    langs = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
+    main_langs = {"src_lang": data.src_lang, "tgt_lang": data.tgt_lang}
     contents, origins = [], []
-    for source in data.corpora:
+    corpora = data.training_corpora()
+    for one in corpora:
+        source, langs = one.source, {"src_lang": one.src_lang, "tgt_lang": one.tgt_lang}
         files = source_files(source, **langs)
         if files is None:  # toy, hub, disk: the cleaned pairs themselves
-            contents.append(_hash_pairs(config, source))
+            contents.append(_hash_pairs(config, source, **langs))
             continue
         found = [digests.read(path) if read else digests.known(path) for path in files]
         if any(f is None for f in found):
             return None
         contents.append(_hash([list(f) for f in found if f is not None]))
         origins.append(stream_split(  # the origin as the reader names it; nothing is read
-            source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
+            source, split="train", toy=data.toy, src_lang=one.src_lang, tgt_lang=one.tgt_lang
         )[1].origin)  # fmt: skip
     settings = config.tokenizer.model_dump(mode="json")
     tokenizer = {k: settings[k] for k in TOKENIZER_KEYS}
     if tags := data.tags():
         tokenizer["tags"] = list(tags)
-    sources = [source.model_dump(mode="json", exclude={"path", "pairs"}) for source in data.corpora]
+    sources = [c.source.model_dump(mode="json", exclude={"path", "pairs"}) for c in corpora]
     parts = {
         "version": VERSION,
         "langs": [data.src_lang, data.tgt_lang],
@@ -139,18 +142,39 @@ def corpus_key(config: Config, digests: ContentDigests, *, read: bool = False) -
     }
     if held := {split: getattr(data, split).pairs for split in held_out_splits(data)}:
         parts["held_out"] = held  # the training split is the corpus without them
+    if data.related:
+        # each corpus's languages and tags, and the main pair's validation and test sentences,
+        # which the related corpora leave out
+        parts["related"] = [[c.src_lang, c.tgt_lang, *c.tags] for c in corpora]
+        parts["guarded_by"] = _guarded_by(data)
+        parts["main_share"] = data.main_share or MAIN_SHARE
     corpus = {**parts, "tokenizer": {k: v for k, v in tokenizer.items() if k != "vocab_size"}}
-    origin = origins[0] if len(data.corpora) == 1 and origins else None
-    first = origins[0] if source_files(data.corpus, **langs) is not None else None
+    origin = origins[0] if len(corpora) == 1 and origins else None
+    first = origins[0] if source_files(data.corpus, **main_langs) is not None else None
     return CorpusKey(_hash(corpus), {**parts, "tokenizer": tokenizer}, origin, first)
+
+
+def _guarded_by(data: DataConfig) -> list:
+    """What decides the main pair's validation and test sentences beside the training corpus
+    (the related corpora leave them out): each split's source and its files' digests."""
+    found: list = []
+    for split in ("validation", "test"):
+        source = getattr(data, split)
+        files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang) or []
+        digests = []
+        for path in files:
+            with path.open("rb") as file:  # validation and test files are small
+                digests.append(hashlib.file_digest(file, "sha256").hexdigest())
+        found.append([source.model_dump(mode="json", exclude={"path"}), digests])
+    return found
 
 
 def input_bytes(config: Config) -> int:
     """The size of the training files, each as often as it is read (0 where none is)."""
-    data, total = config.data, 0
-    for source in data.corpora:
-        files = source_files(source, src_lang=data.src_lang, tgt_lang=data.tgt_lang) or []
-        total += source.repeat * sum(os.path.getsize(path) for path in files if path.is_file())
+    total = 0
+    for corpus in config.data.training_corpora():
+        files = source_files(corpus.source, src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang)
+        total += corpus.source.repeat * sum(os.path.getsize(f) for f in files or [] if f.is_file())
     return total
 
 
@@ -166,10 +190,9 @@ def _hash(value: object) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
 
-def _hash_pairs(config: Config, source: SourceConfig) -> str:
-    data = config.data
+def _hash_pairs(config: Config, source: SourceConfig, *, src_lang: str, tgt_lang: str) -> str:
     pairs, _ = stream_split(
-        source, split="train", src_lang=data.src_lang, tgt_lang=data.tgt_lang, toy=data.toy
+        source, split="train", src_lang=src_lang, tgt_lang=tgt_lang, toy=config.data.toy
     )
     digest = hashlib.sha256()
     for chunk in pairs:

@@ -38,11 +38,12 @@ from tfm.data.cache.bulk_encoding import characters
 from tfm.data.cache.cache_key import SIDES, VERSION, input_bytes
 from tfm.data.cache.entry_encoding import CHUNK, learn_bpe, progress_bar, side_dtype, write_ids
 from tfm.data.cache.entry_files import RowWriter, file_digests, no_space, no_space_left
-from tfm.data.corpus import LoadReport, stream_training
+from tfm.data.corpus import LoadReport
 from tfm.data.corpus_figures import FigureCounter, TextFigures
 from tfm.data.formats import Hashing
 from tfm.data.held_out import HeldOut, HoldingOut, withhold
 from tfm.data.ragged import OFFSETS, RaggedText
+from tfm.data.related import training_stream
 from tfm.data.tokenizer import Tokenizer
 from tfm.errors import DataError
 
@@ -131,6 +132,8 @@ def _write(
         "dropped": report.dropped,
         "origin": report.origin,
         "unit": report.unit,
+        "corpora": report.corpora,  # several corpora: the pairs each kept (once), times read
+        "notes": report.notes,  # why a corpus is read as it is (related pairs)
         "skipped": report.skipped,  # read indices of the pairs dropped (empty or too long sides)
         "first": report.first,  # first lines of each reason
         "characters": report.characters,  # control and replacement characters (screening)
@@ -170,7 +173,7 @@ def _write_texts(
     their figures, and the splits held out of them."""
     data = config.data
     held = withhold(data)
-    pairs, report = stream_training(
+    pairs, report = training_stream(
         data,
         control_chars="count",  # kept in meta.json; every run that maps the entry reports it
         hashing=hashing,

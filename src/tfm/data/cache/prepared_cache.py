@@ -52,7 +52,7 @@ from tfm.data.corpus import LoadReport
 from tfm.data.formats import CHUNK
 from tfm.data.pipeline import EncodedSplit, prepare_splits
 from tfm.data.screening import report_characters
-from tfm.data.tokenizer import Tokenizer
+from tfm.data.tokenizer import Tokenizer, untagged
 from tfm.data.vocabulary import vocabulary_for
 from tfm.errors import DataError
 
@@ -196,9 +196,10 @@ def warn_validation_in_train(entry: CacheEntry, validation: EncodedSplit) -> Non
     and early stopping follow what training has seen."""
     sources = list(validation.src_text)
     wanted, seen = set(sources), set()
-    train = entry.texts("src")
+    train, tags = entry.texts("src"), entry.tokenizer().tags
     for start in range(0, len(train), CHUNK):
-        seen.update(wanted.intersection(train.read(start, start + CHUNK)))
+        rows = train.read(start, start + CHUNK)
+        seen.update(wanted.intersection(untagged(rows, tags) if tags else rows))
     shared = sum(text in seen for text in sources)
     if sources and shared >= OVERLAP_SHARE * len(sources):
         log.warning(

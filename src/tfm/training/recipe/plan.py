@@ -32,6 +32,7 @@ from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.corpus_figures import TextFigures
 from tfm.data.pipeline import EncodedSplit, check_splits, prepare_splits
 from tfm.data.ragged import lengths_of
+from tfm.data.related import describe_mix
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import select_device, training_precision
 from tfm.errors import ConfigError
@@ -161,6 +162,7 @@ def plan_run(
     plan.warnings += check_texts(texts, config)
     derive_vocabulary(settings, texts)
     plan.lines.append(_describe_texts(texts, config))
+    plan.lines += describe_mix(config.data, entry.report())
     sized = with_values(config, settings.derived)
     train = entry.split(max_length=config.data.max_length)
     tokens = measure_tokens(lengths_of(train.src), lengths_of(train.tgt))
