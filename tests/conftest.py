@@ -88,6 +88,14 @@ def both_ways_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def related_run(tmp_path_factory) -> Path:
+    """A run trained into two made-up languages, `aa` (the main pair: the English words in
+    capitals) and `bb` (each word with a `z` at its end), its test files of both beside it
+    (`shared_runs.build_related`): read it, never change it."""
+    return shared_run(tmp_path_factory, "related_run")
+
+
+@pytest.fixture(scope="session")
 def toy_run(tmp_path_factory) -> Path:
     """A run trained on the toy corpus to where its greedy translations are real sentences
     (`shared_runs.build_export_toy`), which the export tests export: read it, never change it."""

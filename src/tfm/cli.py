@@ -34,6 +34,7 @@ from tfm.cli_options import (
     RerankWithOption,
     RunOption,
     SetOption,
+    TgtLangOption,
     ThreadsOption,
     decoding_options,
 )
@@ -294,6 +295,7 @@ def evaluate(
     rerank_with: RerankWithOption = None,
     rerank_weight: RerankWeightOption = None,
     threads: ThreadsOption = None,
+    tgt_lang: TgtLangOption = None,
 ) -> None:
     """Decode a split (or --src/--ref files) and report BLEU, chrF, loss, exact match and the
     decoding time."""
@@ -351,6 +353,7 @@ def translate(
     rerank_with: RerankWithOption = None,
     rerank_weight: RerankWeightOption = None,
     threads: ThreadsOption = None,
+    tgt_lang: TgtLangOption = None,
 ) -> None:
     """Translate sentences (arguments, --file, or lines on stdin), one output line each; at a
     terminal with no input, translate each line typed at a prompt until Ctrl-D."""

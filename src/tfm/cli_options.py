@@ -95,3 +95,12 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.
 OutOption = Annotated[
     Path | None, typer.Option("--out", help="Picture file: .png (default), .svg or .pdf.")
 ]
+
+TgtLangOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tgt-lang",
+        help="The language to translate into, for a run trained into several "
+        "(data.related): a code it was trained for (default: the main pair's target).",
+    ),
+]

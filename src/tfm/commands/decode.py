@@ -59,6 +59,12 @@ def evaluate_run(
         from tfm.data.cache.corpus_record import remember_held_out  # eval's, not translate's
 
         config, tokenizer = translator.config, translator.tokenizer
+        if translator.settings.tgt_lang not in (None, config.data.tgt_lang):
+            raise UsageError(
+                f"--tgt-lang {translator.settings.tgt_lang}: the run's {split} split is "
+                f"{config.data.src_lang}→{config.data.tgt_lang}; score another target "
+                "language with --src and --ref"
+            )
         remember_held_out(config)  # a held-out split from the data cache, where it is there
         splits, _ = prepare_splits(config.data, config.tokenizer, (split,), tokenizer=tokenizer)
         chunks, name = [splits[split]], split
@@ -98,9 +104,10 @@ def _aligned_files(
     report = LoadReport(
         split="files", origin=f"{src}, {ref}", read=len(src_text), kept=len(src_text)
     )
-    tokenizer = translator.tokenizer
+    tokenizer, tag = translator.tokenizer, translator.settings.tag
     chunks = line_chunks(len(src_text), input_lines.EVAL_LINES)
-    return (encode_split("files", src_text[c], ref_text[c], report, tokenizer) for c in chunks)
+    return (encode_split("files", src_text[c], ref_text[c], report, tokenizer, tag=tag)
+            for c in chunks)  # fmt: skip
 
 
 def translate_batches(

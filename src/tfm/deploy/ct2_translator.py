@@ -86,6 +86,7 @@ def open_exported(request: DecodeRequest) -> ExportTranslator:
     exported = open_export(request.run or "", device=device, threads=request.threads or 1)
     settings = DecodeSettings.from_config(exported.config.decoding, device, "float32",
                                           asked=request.search, n_best=request.n_best)  # fmt: skip
+    settings = settings.into(exported.config.data, request.tgt_lang)
     translator = ExportTranslator(exported=exported, settings=settings)
     if (exported.path / CONFIDENCE_FILE).is_file():  # written with the model: it is the model's
         translator.confidence_map, _ = read_map(exported.path / CONFIDENCE_FILE)

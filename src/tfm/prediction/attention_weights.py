@@ -70,10 +70,12 @@ def attention_views(
     *,
     limit: OutputLimit,
     source: list[int] | None = None,
+    tag: str | None = None,
 ) -> dict[str, AttentionView]:
     """Translate `sentence` once (greedily, its output at most `limit` tokens) and return every
     kind of its attention weights, by kind; `source`: its ids as the caller already encoded and
-    cut them (with </s>), else they are encoded here. Logs nothing of the sentence: a server
+    cut them (with </s>), else they are encoded here (after `tag`, the target language's in a
+    model trained into several). Logs nothing of the sentence: a server
     calls it with what its users type."""
     if not sentence.strip():
         raise UsageError("the sentence is empty; give the text to translate")
@@ -82,7 +84,7 @@ def attention_views(
     if source is not None:
         src = source
     else:
-        pieces = tokenizer.encode_src([sentence.strip()])[0]
+        pieces = tokenizer.encode_src([sentence.strip()], tag=tag)[0]
         if len(pieces) >= model.max_len:
             log.warning("the sentence has %d tokens; cut to the model's %d", len(pieces),
                         model.max_len)  # fmt: skip

@@ -45,6 +45,7 @@ def open_torch(request: DecodeRequest) -> TorchTranslator:
     dtype = resolve_precision(trained.config.train.precision, target)
     settings = DecodeSettings.from_config(trained.config.decoding, target, dtype,
                                           asked=request.search, n_best=request.n_best)  # fmt: skip
+    settings = settings.into(trained.config.data, request.tgt_lang)
     model = _ensemble_of(trained, request.ensemble, target)
     weight = 1.0 if request.rerank_weight is None else request.rerank_weight
     reranker = open_reranker(trained.config, trained.tokenizer, request.rerank_with, weight, target)

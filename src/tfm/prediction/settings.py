@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfm.config import DecodingConfig
+from tfm.config import DataConfig, DecodingConfig
 from tfm.decoding_options import SEARCH_KEYS, option_name
 from tfm.prediction.strategies import Spelling, Strategy, checked, strategy_for
 
@@ -45,13 +45,17 @@ class OutputLimit:
 class DecodeSettings:
     """How to decode: the strategy, the output limit, the batch size in source tokens, the
     device ("cpu", "cuda", "cuda:1", "mps") and the autocast precision (a torch dtype's name).
-    A torch device or dtype given is kept as its name."""
+    A torch device or dtype given is kept as its name. `tgt_lang`: the language translated
+    into (None: the run's main pair's target), and `tag` the tag put before every source to ask
+    for it (`<2pt>`: a model trained into several languages; None for a model of one)."""
 
     strategy: Strategy
     limit: OutputLimit
     max_tokens: int
     device: str = "cpu"
     dtype: str = "float32"
+    tgt_lang: str | None = None
+    tag: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "device", str(self.device))
@@ -88,6 +92,14 @@ class DecodeSettings:
         ours = config.model_copy(update=self.strategy.describe())
         strategy = strategy_for(ours, asked, n_best=n_best, spell=spell)
         return dataclasses.replace(self, strategy=strategy)
+
+    def into(
+        self, data: DataConfig, tgt_lang: str | None, *, option: str = "--tgt-lang"
+    ) -> DecodeSettings:
+        """These settings translating into `tgt_lang` (None: the main pair's target) with a
+        model of `data`; UsageError naming `option` where it was not trained to."""
+        tag = data.target_tag(tgt_lang, option=option)
+        return dataclasses.replace(self, tgt_lang=tgt_lang or data.tgt_lang, tag=tag)
 
     def batch_source_tokens(self, n_best: int = 1) -> int:
         """The source tokens of one decoding batch: a source takes one decoder row per
@@ -127,6 +139,7 @@ class DecodeRequest:
     rerank_with: Sequence[str | Path] = ()
     rerank_weight: float | None = None
     threads: int | None = None
+    tgt_lang: str | None = None
 
     def __post_init__(self) -> None:
         if self.device is not None:

@@ -27,7 +27,7 @@ def evaluate_chunks(
     it, in order: its figure (the mean log-probability of the ids the search found for it,
     from one teacher-forced pass after the search, outside its time), the confidence the
     translator's map reads off it, if one does, and its sentence chrF."""
-    tgt_lang = translator.config.data.tgt_lang
+    tgt_lang = translator.settings.tgt_lang or translator.config.data.tgt_lang
     if judged is None:
 
         def translate(chunk: EncodedSplit, first_line: int) -> list[str]:

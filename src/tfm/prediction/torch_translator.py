@@ -90,7 +90,7 @@ class TorchTranslator(Translator):
         if not isinstance(self.model, Transformer):
             return super().attention_views(sentence, source)
         return attention_views(self.model, self.tokenizer, sentence, limit=self.settings.limit,
-                               source=source)  # fmt: skip
+                               source=source, tag=self.settings.tag)  # fmt: skip
 
     def describe(self) -> dict[str, object]:
         """The run and its step; the ensemble's other runs, the reranking runs and weight."""

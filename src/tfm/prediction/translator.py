@@ -83,8 +83,9 @@ class Translator(ABC):
         """One translation per text, in order; a blank text gives an empty one. `first_line`:
         the line number of texts[0], which warnings about a line name; `settings`: these
         instead of the translator's own."""
-        todo, sources = framed_nonblank(self.tokenizer, texts)
-        found = self.best_of([texts[i] for i in todo], sources, settings or self.settings,
+        settings = settings or self.settings
+        todo, sources = framed_nonblank(self.tokenizer, texts, tag=settings.tag)
+        found = self.best_of([texts[i] for i in todo], sources, settings,
                              [first_line + i for i in todo])  # fmt: skip
         return placed(len(texts), todo, found, str)
 
@@ -120,7 +121,7 @@ class Translator(ABC):
         if n_best < 1:
             raise UsageError(f"n_best={n_best}: expected 1 or more")
         settings.strategy.hypotheses(n_best)
-        todo, sources = framed_nonblank(self.tokenizer, texts)
+        todo, sources = framed_nonblank(self.tokenizer, texts, tag=settings.tag)
         found = self.rated_beams([texts[i] for i in todo], sources, settings,
                                  [first_line + i for i in todo], n_best, read=read)  # fmt: skip
         return placed(len(texts), todo, found, empty_output)
@@ -253,11 +254,12 @@ class Translator(ABC):
 
 
 def framed_nonblank(
-    tokenizer: Tokenizer, texts: Sequence[str]
+    tokenizer: Tokenizer, texts: Sequence[str], *, tag: str | None = None
 ) -> tuple[list[int], list[list[int]]]:
-    """The indices of the non-blank texts, and those texts encoded and framed (ids + EOS)."""
+    """The indices of the non-blank texts, and those texts encoded (after `tag`, the target
+    language's in a model trained into several) and framed (ids + EOS)."""
     todo = [i for i, t in enumerate(texts) if t.strip()]
-    encoded = tokenizer.encode_src([texts[i].strip() for i in todo])
+    encoded = tokenizer.encode_src([texts[i].strip() for i in todo], tag=tag)
     return todo, [ids + [EOS_ID] for ids in encoded]
 
 

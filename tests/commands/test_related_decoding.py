@@ -1,0 +1,71 @@
+"""A model trained into several languages (`data.related`, one-to-many) translates into the one
+asked for: the main pair's target by default, another with `--tgt-lang` (translate, eval, the
+CTranslate2 export, the server), and a language it was not trained for is one line naming those
+it was. The shared run's made-up targets make the language visible in every word: capitals for
+`aa`, a `z` at the end for `bb`."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tfm.cli import app
+from tfm.commands.engines import open_translator
+from tfm.prediction.settings import DecodeRequest
+
+SOURCES = ["cat dog sun", "big red tree", "one old moon"]
+
+
+def words(lines: list[str]) -> list[str]:
+    return [word for line in lines for word in line.split()]
+
+
+def translated(run, *options: str) -> list[str]:
+    result = CliRunner().invoke(app, ["translate", "--run", str(run), *options, *SOURCES])
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+def test_translate_goes_into_the_main_target_by_default_and_the_one_asked_for(related_run):
+    main, other = translated(related_run), translated(related_run, "--tgt-lang", "bb")
+    assert sum(w.isupper() for w in words(main)) >= 0.8 * len(words(main))
+    assert sum(w.islower() and w.endswith("z") for w in words(other)) >= 0.8 * len(words(other))
+    assert translated(related_run, "--tgt-lang", "aa") == main
+
+
+def test_a_language_the_model_was_not_trained_for_is_one_line(related_run):
+    result = CliRunner().invoke(app, ["translate", "--run", str(related_run), "--tgt-lang", "de",
+                                      "cat"])  # fmt: skip
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "--tgt-lang de: the model was trained to translate into aa, bb, not de" in result.output
+
+
+def test_eval_scores_the_files_of_another_target_in_its_language(related_run):
+    folder = related_run.parent
+    args = ["eval", "--run", str(related_run), "--src", str(folder / "test-bb.en"),
+            "--ref", str(folder / "test-bb.bb"), "--json"]  # fmt: skip
+    asked = CliRunner().invoke(app, [*args, "--tgt-lang", "bb"])
+    default = CliRunner().invoke(app, args)
+    assert asked.exit_code == 0 and default.exit_code == 0, asked.output + default.output
+    # the references are bb: asked for bb it scores well, by default (aa, capitals) it cannot
+    assert json.loads(asked.stdout)["chrf"] > 60 > 20 > json.loads(default.stdout)["chrf"]
+    split = CliRunner().invoke(app, ["eval", "--run", str(related_run), "--tgt-lang", "bb"])
+    assert split.exit_code != 0
+    assert "the run's test split is en→aa; score another target language with --src" in (
+        split.output
+    )
+
+
+def test_the_export_keeps_the_tags_and_translates_as_tfm_does(related_run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from tfm.deploy import export_run
+
+    export_run(related_run, tmp_path / "export")
+    for lang in (None, "bb"):
+        ours = open_translator(DecodeRequest(run=related_run, device="cpu", threads=1,
+                                             tgt_lang=lang))  # fmt: skip
+        theirs = open_translator(DecodeRequest(run=tmp_path / "export", threads=1,
+                                               tgt_lang=lang))  # fmt: skip
+        assert theirs.translate(SOURCES) == ours.translate(SOURCES)
+    bb = words(theirs.translate(SOURCES))
+    assert sum(w.endswith("z") for w in bb) >= 0.8 * len(bb)
