@@ -3,7 +3,8 @@ is typed, and its heatmap shows the weights of /attention for the layer, head an
 in the colours of `tfm attention`, with byte-fallback tokens as characters and a note when
 they are not of the translation shown; an error clears what an earlier sentence showed and
 names no option of the server, and an emptied box clears it; its Content-Security-Policy
-refuses nothing the page does; with an export the attention panel says why it is empty.
+refuses nothing the page does; with an export the attention panel says why it is empty; a model
+trained into several languages gets a menu of them, and translates into the one chosen.
 Skipped where Chromium or its driver is not installed.
 
 The page is shown on a tiny 2+2-layer run trained here in seconds (or the run in TFM_SERVE_RUN);
@@ -263,3 +264,32 @@ def test_with_an_export_the_attention_panel_says_why_it_is_empty(layered, browse
         [translation] = exported.translate([SENTENCE])
         wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-translated"))
         assert text_of(browser, "translation") == translation and text_of(browser, "status") == ""
+
+
+def test_a_model_of_several_targets_gets_a_menu_and_translates_into_the_one_chosen(
+    related_run, layered, browser
+):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    sentence = "cat dog sun"
+    several = open_translator(DecodeRequest(run=related_run, device="cpu", threads=1))
+    into_bb = several.settings.into(several.config.data, "bb")
+    expected = several.translate([sentence], settings=into_bb)[0]
+    with served(create_app(several)) as base:
+        browser.get(base + "/")
+        wait.until(lambda d: "aa, bb" in d.find_element(By.ID, "model-info").text)
+        assert browser.find_element(By.ID, "tgt-label").is_displayed()
+        Select(browser.find_element(By.ID, "tgt-lang")).select_by_visible_text("bb")
+        enter(browser, sentence)
+        wait.until(lambda d: text_of(d, "translation") == expected,
+                   message=f"{expected!r} never shown")  # fmt: skip
+        assert expected.split()[0].endswith("z")
+        wait.until(lambda d: d.find_element(By.ID, "heatmap").get_attribute("data-view"))
+        assert text_of(browser, "attention-pair").endswith(f"“{expected}”")
+    with served(create_app(layered)) as base:  # one target: no menu
+        browser.get(base + "/")
+        wait.until(lambda d: "→" in d.find_element(By.ID, "model-info").text)
+        assert not browser.find_element(By.ID, "tgt-label").is_displayed()

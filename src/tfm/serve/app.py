@@ -73,9 +73,9 @@ def create_app(
     app.add_middleware(Guard, hosts=hosts)
     check_key = _key_check(api_key)
 
-    async def prepared(sentences: list[str], beam: int) -> Work:
+    async def prepared(sentences: list[str], beam: int, tag: str | None) -> Work:
         max_len = translator.config.model.max_len
-        work = await asyncio.to_thread(tokenized, translator.tokenizer, sentences, max_len)
+        work = await asyncio.to_thread(tokenized, translator.tokenizer, sentences, max_len, tag=tag)
         check_work(work, beam, limits, worker.speed)
         return work
 
@@ -111,7 +111,7 @@ def create_app(
         check_key(request)
         body = await read_body(request, TranslateBody, limits)
         options = _options(body, translator)
-        work = await prepared(body.sentences, options.beam)
+        work = await prepared(body.sentences, options.beam, options.settings.tag)
         found = await _answer(worker, limits, work, options) if work.sources else []
         rated = work.placed(found, empty_output)  # per sentence its Ratings, best first
         answer: dict[str, Any] = {
@@ -142,7 +142,12 @@ def create_app(
             )
         if not body.sentence.strip():
             raise ApiError(422, "the sentence is empty; give the text to translate")
-        work = await prepared([body.sentence], 1)
+        try:
+            tag = translator.settings.into(translator.config.data, body.tgt_lang,
+                                           option="tgt_lang").tag  # fmt: skip
+        except UsageError as exc:
+            raise ApiError(422, str(exc)) from None
+        work = await prepared([body.sentence], 1, tag)
         task = attention_task(translator, body.sentence, work.sources[0])
         [answer] = await _answer(worker, limits, work, None, task)
         if work.truncated:
@@ -207,6 +212,8 @@ def _options(body: TranslateBody, translator: Translator) -> Options:
         settings = translator.settings.asking(
             translator.config.decoding, asked, n_best=body.n_best or 1, spell=str
         )
+        if body.tgt_lang is not None:
+            settings = settings.into(translator.config.data, body.tgt_lang, option="tgt_lang")
     except UsageError as exc:
         raise ApiError(422, str(exc)) from None
     return Options(settings, body.n_best)

@@ -61,12 +61,19 @@ class TranslateBody(_RequestDecoding):
 
     sentences: list[str] = Field(description="The sentences to translate, in order.")
     n_best: int | None = Field(None, ge=1, le=MAX_SERVE_BEAM, description="Hypotheses each.")
+    tgt_lang: str | None = Field(
+        None,
+        max_length=3,
+        description="The language to translate into (a model trained into several).",
+    )
 
 
 class AttentionBody(_Body):
-    """POST /attention: one sentence."""
+    """POST /attention: one sentence, and the language to translate it into (None: the
+    model's main target)."""
 
     sentence: str
+    tgt_lang: str | None = Field(None, max_length=3)
 
 
 async def read_body(request: Request, kind: type[B], limits: ServeLimits) -> B:

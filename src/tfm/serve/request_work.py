@@ -36,9 +36,12 @@ class Work:
         return placed(self.count, self.todo, found, blank)
 
 
-def tokenized(tokenizer: Tokenizer, sentences: Sequence[str], max_len: int) -> Work:
-    """`sentences` encoded once and framed, each cut to `max_len` tokens with its </s>."""
-    todo, framed = framed_nonblank(tokenizer, sentences)
+def tokenized(
+    tokenizer: Tokenizer, sentences: Sequence[str], max_len: int, *, tag: str | None = None
+) -> Work:
+    """`sentences` encoded once (after `tag`, the target language's in a model trained into
+    several) and framed, each cut to `max_len` tokens with its </s>."""
+    todo, framed = framed_nonblank(tokenizer, sentences, tag=tag)
     sources, truncated = [], []
     for i, ids in zip(todo, framed, strict=True):
         if len(ids) > max_len:

@@ -74,9 +74,17 @@ async function loadInfo() {
     const info = await call("/info");
     state.info = info;
     const m = info.model;
-    $("model-info").textContent = `${info.src_lang} → ${info.tgt_lang} · ${info.engine}` +
+    $("model-info").textContent =
+      `${info.src_lang} → ${(info.tgt_langs ?? [info.tgt_lang]).join(", ")} · ${info.engine}` +
       (info.step === null ? "" : ` · step ${info.step}`) +
       ` · d_model ${m.d_model}, ${m.n_encoder_layers}+${m.n_decoder_layers} layers, ${m.n_heads} heads`;
+    const languages = info.tgt_langs ?? [info.tgt_lang];
+    $("tgt-lang").replaceChildren(...languages.map((lang) => {
+      const option = document.createElement("option");
+      option.value = option.textContent = lang;
+      return option;
+    }));
+    $("tgt-label").hidden = languages.length < 2;  // a model of one target: no menu
     fillNumbers($("beam-size"), info.limits.max_beam_size, 1, false);
     const beam = info.decoding.beam_size ?? 1;  // a server that is not beam searching: 1
     $("beam-size").value = String(Math.min(beam, info.limits.max_beam_size) - 1);
@@ -98,9 +106,16 @@ function options() {
   const beam = Number($("beam-size").value) + 1;
   const nBest = Number($("n-best").value) + 1;
   const body = { beam_size: Math.max(beam, nBest) };
+  if (!$("tgt-label").hidden) body.tgt_lang = $("tgt-lang").value;
   if (nBest > 1) body.n_best = nBest;
   const penalty = $("length-penalty").value;
   if (penalty !== "") body.length_penalty = Number(penalty);
+  return body;
+}
+
+function attentionBody(text) {
+  const body = { sentence: text };
+  if (!$("tgt-label").hidden) body.tgt_lang = $("tgt-lang").value;
   return body;
 }
 
@@ -115,7 +130,7 @@ async function translate() {
   try {
     const [found, attention] = await Promise.all([
       call("/translate", { sentences: [text], ...options() }),
-      state.info.attention ? call("/attention", { sentence: text }) : Promise.resolve(null),
+      state.info.attention ? call("/attention", attentionBody(text)) : Promise.resolve(null),
     ]);
     if (sequence !== state.sequence) return; // a newer sentence is on its way
     $("translation").textContent = found.translations[0];
@@ -254,7 +269,7 @@ $("source").addEventListener("keydown", (event) => {
     schedule(0);
   }
 });
-for (const id of ["beam-size", "n-best", "length-penalty"]) $(id).addEventListener("change", () => schedule(0));
+for (const id of ["tgt-lang", "beam-size", "n-best", "length-penalty"]) $(id).addEventListener("change", () => schedule(0));
 for (const id of ["kind", "layer", "head"]) $(id).addEventListener("change", draw);
 $("api-key").addEventListener("change", loadInfo);
 drawLegend();
