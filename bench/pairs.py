@@ -7,6 +7,8 @@
     PYTHONPATH=src python bench/pairs.py --pairs en-fr --load start  # a machine that slows down
     PYTHONPATH=src python bench/pairs.py --variants derived mono --minutes 60   # back-translation
     PYTHONPATH=src python bench/pairs.py --pairs en-fr --into-english --variants derived mono
+    PYTHONPATH=src python bench/pairs.py --pairs en-it --variants derived related \
+        --related en-it=en-fr,en-pt                                # related pairs in one model
     PYTHONPATH=src python bench/pairs.py --quick                   # a tiny toy pair (tests)
 
 Every run starts from a data-only config (run_dir and data: the recipe plans the rest) with
@@ -21,6 +23,9 @@ adds keys to the data-only config:
 - mono: the data-only config with the target language's monolingual text of `--mono DIR`
   (`DIR/{lang}.txt`, default the shared `tatoeba-mono`) as `data.monolingual`: back-translation
   inside the same budget; the last column says what its phases did;
+- related: the data-only config with the training splits of the pairs `--related PAIR=P,Q`
+  names as `data.related` (one-to-many; many-to-one with `--into-english`): its last column
+  is the mix the plan chose;
 - the recipe with one choice changed: small-batch and large-batch (512- and 2,048-token
   batches), narrow and wide (a d_model 96 shape of 2 + 2 layers, and the 7.6M model's d_model
   256 shape of 3 + 3), low-rate and high-rate (peak 7e-4 and 2.8e-3, half and twice what the
@@ -74,6 +79,7 @@ PAIRS = ("en-fr", "en-it", "en-tr", "en-uk", "en-he", "en-ja")
 VARIANTS: dict[str, dict] = {
     "derived": {},
     "mono": {},  # data.monolingual, from --mono (config_for)
+    "related": {},  # data.related, from --related (config_for)
     "example": {
         "tokenizer": {"vocab_size": 8000},
         "model": {"d_model": 256, "n_heads": 8, "n_encoder_layers": 3, "n_decoder_layers": 3,
@@ -167,12 +173,28 @@ def config_for(job: dict, args: argparse.Namespace, folder: Path) -> Path:
         config.setdefault(section, {}).update(keys)
     if job.get("variant") == "mono":
         config["data"]["monolingual"] = [{"path": str(Path(args.mono) / f"{tgt}.txt"), "lang": tgt}]
+    if job.get("variant") == "related":
+        config["data"]["related"] = [
+            {"format": "text", "path": str(Path(args.data) / other / "train"),
+             **dict(zip(("src_lang", "tgt_lang"), direction(other, args), strict=True))}
+            for other in related_pairs(job["pair"], args)
+        ]  # fmt: skip
     path = folder / f"{job['name']}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
 
 
 SPLITS = ("train", "validation", "test")
+
+
+def related_pairs(pair: str, args: argparse.Namespace) -> list[str]:
+    """The pairs `--related` names for `pair` (`en-fr=en-it,en-pt`); a variant that needs them
+    without any is a usage error."""
+    for given in args.related or []:
+        main, _, others = given.partition("=")
+        if main == pair:
+            return [other for other in others.split(",") if other]
+    raise SystemExit(f"the related variant of {pair} needs --related {pair}=PAIR,PAIR")
 
 
 def direction(pair: str, args: argparse.Namespace) -> tuple[str, str]:
@@ -230,10 +252,12 @@ def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
 
 
 def phases(run_dir: Path) -> str | None:
-    """What the phases of a run with monolingual text did, from its backtranslation.json."""
+    """What the phases of a run with monolingual text did, from its backtranslation.json; of a
+    run with related pairs, its mix, from its train.log."""
     path = run_dir / "backtranslation.json"
     if not path.exists():
-        return None
+        mixes = re.findall(r"mix: (.+?); the main pair is (\d+%)", _text(run_dir / "train.log"))
+        return f"{mixes[-1][0]}: main {mixes[-1][1]}" if mixes else None
     state = json.loads(path.read_text(encoding="utf-8"))
     plan = state["plan"]
     if plan["skipped"]:
@@ -348,6 +372,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", default=os.environ.get("TFM_TATOEBA", str(DATA)))
     parser.add_argument("--mono", default=str(MONO), help="folder of LANG.txt (variant mono)")
     parser.add_argument("--into-english", action="store_true", help="train X→en")
+    parser.add_argument(
+        "--related",
+        nargs="*",
+        default=None,
+        help="PAIR=PAIR,PAIR: the related pairs of a pair "
+        "(variant related; with --into-english, many-to-one)",
+    )
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
     parser.add_argument("--variants", nargs="*", default=["derived"], choices=list(VARIANTS))
     parser.add_argument("--sweep", default=None, help="KEY=V1,V2,…: a variant per value")
@@ -367,6 +398,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.data, args.pairs, args.minutes = str(toy_pairs(folder / "data")), ["en-de"], 0.05
         args.mono = str(folder / "data" / "mono")
+        args.related = ["en-de=en-nl"]
     rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         for row in pool.map(lambda job: _tried(job, args, folder), jobs_for(args, folder)):

@@ -1,5 +1,5 @@
 """bench/pairs.py --quick: a sweep value scaled from the recipe's on a tiny pair, a load
-starting mid-run, the run a table row."""
+starting mid-run, monolingual text and a related pair, the run a table row."""
 
 import re
 
@@ -11,8 +11,8 @@ def test_pairs(script, capsys, monkeypatch):
     commands (config show, average, eval) run in this process, as `tfm` would run them."""
     bench = script("pairs")
     monkeypatch.setattr(bench, "tfm", tfm_in_process)
-    bench.main(["--quick", "--variants", "mono", "--sweep", "train.lr=2x", "--load", "start",
-                "--runs", "runs"])  # fmt: skip
+    bench.main(["--quick", "--variants", "mono", "related", "--sweep", "train.lr=2x",
+                "--load", "start", "--runs", "runs"])  # fmt: skip
     out = capsys.readouterr().out
     # Monolingual text in a budget too short for back-translation: the row says it is left out.
     assert re.search(r"^\| en-de \| mono \| 0 \| .+ \| left out \|$", out, re.M) is not None
@@ -22,9 +22,12 @@ def test_pairs(script, capsys, monkeypatch):
         out,
         re.M,
     )
+    # A related pair: the row's last column is the mix its plan chose.
+    mix = r"en→de \d+( ×\d+)?, en→nl \d+: main \d+%"
+    assert re.search(rf"^\| en-de \| related \| 0 \| .+ \| {mix} \|$", out, re.M) is not None
     # Twice the recipe's peak for the pair's d_model of 128 (1.4e-3), read from `tfm config show`:
     # the row as it comes, then the table.
-    rows = [row for row in rows if row[0] != "mono"]
+    rows = [row for row in rows if row[0] not in ("mono", "related")]
     assert [row[0] for row in rows] == ["train.lr=0.0028"] * 2
     for _variant, plan, planned, steps, used, lr_end, bleu, chrf, unk in rows:
         assert "vocab 1000" in plan and "beam 5" in plan and int(planned) >= int(steps) >= 1
