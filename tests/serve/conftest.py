@@ -80,8 +80,8 @@ class HeldTranslator:
 class WordTokenizer:
     """One token a word, for the token budget of the batching worker."""
 
-    def encode_src(self, texts):
-        return [text.split() for text in texts]
+    def encode_src(self, texts, *, tag=None):
+        return [[f"<{tag}>"] * bool(tag) + text.split() for text in texts]
 
 
 @pytest.fixture

@@ -123,8 +123,8 @@ def test_an_attention_request_is_counted_and_decoded_from_one_tokenization(
 ):
     encoded: list[list[str]] = []
     encode = translator.tokenizer.encode_src
-    monkeypatch.setattr(translator.tokenizer, "encode_src",
-                        lambda texts: encoded.append(list(texts)) or encode(texts))  # fmt: skip
+    monkeypatch.setattr(translator.tokenizer, "encode_src", lambda texts, tag=None: (
+        encoded.append(list(texts)) or encode(texts, tag=tag)))  # fmt: skip
     found = call(server, "POST", "/attention", {"sentence": SENTENCES[0]}).json()
     assert encoded == [[SENTENCES[0]]]  # once: the ids the limits counted are those decoded
     assert found["source_tokens"] == translator.attention_views(SENTENCES[0])["encoder"].key_tokens
