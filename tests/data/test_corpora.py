@@ -11,9 +11,9 @@ from tfm.cli import app
 from tfm.config import Config, DataConfig, load_config
 from tfm.data.cache.bulk_encoding import BulkEncoder
 from tfm.data.cache.prepared_cache import prepared_entry
-from tfm.data.corpus import stream_training
 from tfm.data.pipeline import load_texts
 from tfm.data.tokenizer import Tokenizer, train_tokenizer
+from tfm.data.training_reads import stream_training
 from tfm.errors import ConfigError
 
 

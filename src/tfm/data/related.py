@@ -2,7 +2,7 @@
 
     stream, report_of = training_stream(data, control_chars="count", withhold=held)
 
-Without `data.related` this is `corpus.stream_training`. With it, the stream reads:
+Without `data.related` this is `training_reads.stream_training`. With it, the stream reads:
 
 1. the main pair's corpora (`data.train`) as `stream_training` does, finding the held-out
    splits on the way (`withhold`);
@@ -29,18 +29,11 @@ from collections.abc import Callable, Iterable, Iterator
 
 from tfm.config import DataConfig
 from tfm.config.schema import RelatedConfig, TrainingCorpus
-from tfm.data.corpus import (
-    CorpusRead,
-    LoadReport,
-    Withhold,
-    load_split,
-    stream_reads,
-    stream_split,
-    stream_training,
-)
+from tfm.data.corpus import LoadReport, Withhold, load_split, stream_split
 from tfm.data.corpus_figures import letter_script
 from tfm.data.formats import Hashing
 from tfm.data.held_out import held_out, sentence_hash
+from tfm.data.training_reads import CorpusRead, stream_reads, stream_training
 
 MAIN_SHARE = 0.5  # the main pair's share of an epoch's pairs, where data.main_share is not given
 SAMPLE = 2_000  # pairs of a corpus whose letters tell its scripts
