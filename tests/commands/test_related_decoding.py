@@ -69,3 +69,19 @@ def test_the_export_keeps_the_tags_and_translates_as_tfm_does(related_run, tmp_p
         assert theirs.translate(SOURCES) == ours.translate(SOURCES)
     bb = words(theirs.translate(SOURCES))
     assert sum(w.endswith("z") for w in bb) >= 0.8 * len(bb)
+
+
+def test_the_run_s_plan_keeps_the_mix_it_trained_on(related_run):
+    mix = json.loads((related_run / "plan.json").read_text(encoding="utf-8"))["mix"]
+    assert mix["main_share"] == 0.5 and mix["notes"] == []
+    # the related pairs less those with an English sentence of the main validation or test
+    folder = related_run.parent
+    held = {line for name in ("valid", "test") for line in lines(folder / f"{name}.en")}
+    kept = sum(line not in held for line in lines(folder / "bb.en"))
+    assert 0 < 400 - kept  # the made-up sentences repeat: some are left out
+    assert [(c["key"], c["tgt_lang"], c["pairs"], c["times"]) for c in mix["corpora"]] == [
+        ("data.train", "aa", 400, 1), ("data.related[0]", "bb", kept, 1)]  # fmt: skip
+
+
+def lines(path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()

@@ -197,3 +197,16 @@ def describe_mix(data: DataConfig, report: LoadReport) -> list[str]:
         f"{total:,} pairs (at least {share:.0%}, {rule})",
         *(f"mix: {note}" for note in report.notes),
     ]
+
+
+def mix_record(data: DataConfig, report: LoadReport) -> dict | None:
+    """The mix for a run's plan.json: each corpus's key, languages, pairs kept and how often an
+    epoch reads them, the main pair's share asked for, and why a corpus is read as it is."""
+    if not data.related or len(report.corpora) != len(data.training_corpora()):
+        return None
+    corpora = [
+        {"key": corpus.key, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
+         "pairs": kept, "times": times}
+        for corpus, (kept, times) in zip(data.training_corpora(), report.corpora, strict=True)
+    ]  # fmt: skip
+    return {"corpora": corpora, "main_share": data.main_share or MAIN_SHARE, "notes": report.notes}

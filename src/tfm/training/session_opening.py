@@ -16,6 +16,7 @@ from tfm.config import Config, planned
 from tfm.data.cache.prepared_cache import training_splits
 from tfm.data.epochs import EpochPlan
 from tfm.data.pipeline import check_splits
+from tfm.data.related import mix_record
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import precision_name, select_device, training_precision
 from tfm.errors import UsageError
@@ -122,6 +123,8 @@ def open_session(
     epochs = EpochPlan.from_config(config, splits["train"])
     if not checkpoint and writer:  # config, device, data and memory are good: now the directory
         create_run_dir(paths, config)
+        if mix := mix_record(config.data, splits["train"].report):
+            start.notes["mix"] = mix  # the related pairs' corpora, as an epoch reads them
         write_plan(paths, start)
         tokenizer.save(paths.root)
         record_manifest(paths.root)
