@@ -12,7 +12,13 @@ from tfm.cli import app
 from tfm.config import Config, DataConfig, load_config
 from tfm.data.cache.cache_key import ContentDigests, corpus_key
 from tfm.data.pipeline import load_texts
-from tfm.data.related import GUARD_LABEL, describe_mix, main_times, script_of
+from tfm.data.related import (
+    GUARD_LABEL,
+    describe_mix,
+    main_batch_share,
+    main_times,
+    script_of,
+)
 from tfm.errors import ConfigError
 
 IT = [(f"main sentence {i} .", f"frase principale {i} .") for i in range(20)]
@@ -60,6 +66,22 @@ def test_one_to_many_tags_every_source_and_reads_the_main_pair_until_it_makes_ha
     assert config.tags() == ("2fr", "2it")
     [mix] = describe_mix(config, report)
     assert "en→it 20 ×3, en→fr 50" in mix and "55% of an epoch's 110 pairs" in mix
+    assert main_batch_share(config, report) == pytest.approx(20 / 110)  # its own epoch's share
+
+
+def test_the_plan_sizes_the_batch_from_the_main_pair_s_own_epoch(data, tmp_path):
+    import torch
+
+    from tfm.training.recipe.plan import plan_run
+
+    config = Config.model_validate({"run_dir": str(tmp_path / "run"), "data": data})
+    planned, plan = plan_run(config, device=torch.device("cpu"), dtype=torch.float32)
+    reason = plan.reasons["train.max_tokens"]
+    assert "an epoch of the main pair's " in reason
+    epoch = int(reason.split("the main pair's ")[1].split(" batch tokens")[0].replace(",", ""))
+    whole = plan.entry.split(max_length=config.data.max_length)
+    assert epoch < 0.25 * sum(len(ids) for ids in whole.tgt)  # 20 of 110 pairs, padded
+    assert any(line.startswith("mix: en→it 20 ×3") for line in plan.lines)
 
 
 def test_main_share_sets_how_often_the_main_pair_is_read(data):

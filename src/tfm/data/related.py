@@ -179,6 +179,20 @@ def _other_script(
     return ""
 
 
+def main_batch_share(data: DataConfig, report: LoadReport) -> float:
+    """The main pair's own epoch (its corpora each read `repeat` times, not the mix's extra
+    reads) as a share of the mixed epoch's pairs: the batch is sized from that share of the
+    epoch's tokens, the batch the main pair alone would get (1 without related pairs). On
+    en→fr beside it and pt, 30 minutes on one thread, the 2,048-token batches of the mixed
+    epoch trained a quarter of the steps (docs/experiments.md)."""
+    if not data.related or len(report.corpora) != len(data.training_corpora()):
+        return 1.0
+    total = sum(kept * times for kept, times in report.corpora)
+    own = sum(kept * source.repeat for (kept, _), source in zip(report.corpora, data.corpora,
+                                                                 strict=False))  # fmt: skip
+    return own / total if total else 1.0
+
+
 def describe_mix(data: DataConfig, report: LoadReport) -> list[str]:
     """The mix a training report of `data` read, as the plan shows it: each corpus's pairs and
     how often an epoch reads them, then why a corpus is read as it is."""

@@ -80,7 +80,8 @@ class Inputs:
     """What the rules are derived from besides the config: the corpus's figures, the number of
     batches an epoch of `max_tokens` makes, the device, the time budget and its `clock` (None
     without one), whether sacreBLEU can tokenize the target language, whether a shape fits in
-    memory, and the processes training together (torchrun)."""
+    memory, the processes training together (torchrun), and the share of an epoch's batch
+    tokens the batch is sized from (`batch_share`: the main pair's own, beside related pairs)."""
 
     texts: TextFigures
     tokens: TokenFigures
@@ -92,3 +93,4 @@ class Inputs:
     fits: Callable[[Shape, int], bool] | None = None
     world_size: int = 1
     compiled: bool = False
+    batch_share: float = 1.0

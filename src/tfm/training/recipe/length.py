@@ -100,8 +100,9 @@ def shape_and_length(s: Settings, f: Inputs) -> None:
 def _batch(s: Settings, f: Inputs, few_epochs: str | None = None) -> Choice:
     per_step = (s.given_train("accumulate") or 1) * f.world_size
     return rules.batch_tokens(
-        f.tokens.batch_tokens, gpu=f.gpu, batches_a_step=per_step, few_epochs=few_epochs
-    )
+        round(f.tokens.batch_tokens * f.batch_share), gpu=f.gpu, batches_a_step=per_step,
+        few_epochs=few_epochs, whose="the main pair's " if f.batch_share < 1 else "",
+    )  # fmt: skip
 
 
 def _epochs(s: Settings, f: Inputs) -> Epochs:

@@ -32,7 +32,7 @@ from tfm.data.cache.prepared_cache import prepared_entry
 from tfm.data.corpus_figures import TextFigures
 from tfm.data.pipeline import EncodedSplit, check_splits, prepare_splits
 from tfm.data.ragged import lengths_of
-from tfm.data.related import describe_mix
+from tfm.data.related import describe_mix, main_batch_share
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import select_device, training_precision
 from tfm.errors import ConfigError
@@ -180,6 +180,7 @@ def plan_run(
         fits=_fits(sized, device),
         world_size=world_size,
         compiled=config.train.compile,
+        batch_share=main_batch_share(config.data, entry.report()),
     )
     busy = busy_machine() if minutes else None
     derive(settings, inputs)

@@ -73,7 +73,12 @@ def vocab_size(figures: TextFigures) -> Choice:
 
 
 def batch_tokens(
-    epoch_tokens: int, *, gpu: bool, batches_a_step: int = 1, few_epochs: str | None = None
+    epoch_tokens: int,
+    *,
+    gpu: bool,
+    batches_a_step: int = 1,
+    few_epochs: str | None = None,
+    whose: str = "",
 ) -> Choice:
     """The largest power of two that gives an epoch of `epoch_tokens` batch tokens at least
     `CPU_STEPS_PER_EPOCH` (on a GPU `GPU_STEPS_PER_EPOCH`) optimizer steps of `batches_a_step`
@@ -83,7 +88,8 @@ def batch_tokens(
     batches against 1,024 gained 1.1 chrF on en-it and 0.5 on en-tr, were level on en-fr and
     lost 0.3 on en-uk and en-ja (docs/experiments.md). `few_epochs`: why a CPU's budget buys
     too few epochs (`length.py` says when); the steps an epoch then double, the batch not halved
-    below `FEW_EPOCHS_FLOOR`."""
+    below `FEW_EPOCHS_FLOOR`. `whose`: whose epoch it is, where not the whole corpus's (the main
+    pair's beside related pairs)."""
     low, high = (2048, 16384) if gpu else (512, 4096)
     steps = GPU_STEPS_PER_EPOCH if gpu else CPU_STEPS_PER_EPOCH
     size = _power_of_two(epoch_tokens / steps / batches_a_step, low, high)
@@ -95,7 +101,7 @@ def batch_tokens(
     floor = f", not halved below {FEW_EPOCHS_FLOOR:,} ({few_epochs})" if few_epochs else ""
     return Choice(
         size,
-        f"largest power of two giving {steps} steps{per_step} an epoch of "
+        f"largest power of two giving {steps} steps{per_step} an epoch of {whose}"
         f"{epoch_tokens:,} batch tokens{floor}, in [{low:,}, {high:,}] on a "
         f"{'GPU' if gpu else 'CPU'}",
     )
