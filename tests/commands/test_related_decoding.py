@@ -61,6 +61,7 @@ def test_the_export_keeps_the_tags_and_translates_as_tfm_does(related_run, tmp_p
     from tfm.deploy import export_run
 
     export_run(related_run, tmp_path / "export")
+    assert (tmp_path / "export" / "plan.json").is_file()  # the languages it was trained into
     for lang in (None, "bb"):
         ours = open_translator(DecodeRequest(run=related_run, device="cpu", threads=1,
                                              tgt_lang=lang))  # fmt: skip
@@ -85,3 +86,22 @@ def test_the_run_s_plan_keeps_the_mix_it_trained_on(related_run):
 
 def lines(path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
+
+
+def test_a_language_whose_corpus_was_left_out_is_not_offered(related_run, tmp_path):
+    import shutil
+
+    from tfm.serve.request_limits import ServeLimits
+    from tfm.serve.server_info import server_info
+
+    run = tmp_path / "run"
+    shutil.copytree(related_run, run)
+    plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+    plan["mix"]["corpora"][1]["times"] = 0  # as the plan leaves out a corpus in another script
+    (run / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    result = CliRunner().invoke(app, ["translate", "--run", str(run), "--tgt-lang", "bb", "cat"])
+    assert result.exit_code != 0
+    assert "--tgt-lang bb: the model was trained to translate into aa, not bb" in result.output
+    translator = open_translator(DecodeRequest(run=run, device="cpu", threads=1))
+    assert translator.tgt_langs == ("aa",)
+    assert server_info(translator, ServeLimits(), auth=False)["tgt_langs"] == ["aa"]

@@ -51,6 +51,7 @@ class HeldTranslator:
     engine: str = "torch"
     shows_attention: bool = False
     step: int | None = 7
+    tgt_langs: tuple[str, ...] | None = None
     release: threading.Event = field(default_factory=threading.Event)
     seconds: float = 0.0
     failing: BaseException | None = None

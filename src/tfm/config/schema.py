@@ -408,12 +408,20 @@ class DataConfig(StrictModel):
         related corpora's others, in order."""
         return tuple(dict.fromkeys([self.tgt_lang, *(c.tgt_lang for c in self.related)]))
 
-    def target_tag(self, tgt_lang: str | None = None, *, option: str = "--tgt-lang") -> str | None:
+    def target_tag(
+        self,
+        tgt_lang: str | None = None,
+        *,
+        option: str = "--tgt-lang",
+        trained: tuple[str, ...] | None = None,
+    ) -> str | None:
         """The tag that asks the model for `tgt_lang` (None: the main pair's target), or None
         where it translates into one language; UsageError naming `option` where it was not
-        trained to translate into `tgt_lang`."""
+        trained to translate into `tgt_lang` (`trained`: the languages its training read, where
+        known; a related corpus may have been left out)."""
         languages = self.target_languages()
-        if tgt_lang is not None and tgt_lang not in languages:
+        if tgt_lang is not None and tgt_lang not in (trained or languages):
+            languages = trained or languages
             raise UsageError(
                 f"{option} {tgt_lang}: the model was trained to translate into "
                 f"{', '.join(languages)}, not {tgt_lang}"

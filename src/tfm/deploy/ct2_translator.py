@@ -17,7 +17,7 @@ from tfm.deploy.ct2_decoding import (
 from tfm.deploy.export import require_ctranslate2
 from tfm.errors import UsageError
 from tfm.prediction.confidence import CONFIDENCE_FILE, read_map
-from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.settings import DecodeRequest, DecodeSettings, trained_languages
 from tfm.prediction.translator import Found, Translator
 
 if TYPE_CHECKING:
@@ -86,8 +86,10 @@ def open_exported(request: DecodeRequest) -> ExportTranslator:
     exported = open_export(request.run or "", device=device, threads=request.threads or 1)
     settings = DecodeSettings.from_config(exported.config.decoding, device, "float32",
                                           asked=request.search, n_best=request.n_best)  # fmt: skip
-    settings = settings.into(exported.config.data, request.tgt_lang)
+    languages = trained_languages(exported.path / "plan.json")
+    settings = settings.into(exported.config.data, request.tgt_lang, trained=languages)
     translator = ExportTranslator(exported=exported, settings=settings)
+    translator.tgt_langs = languages
     if (exported.path / CONFIDENCE_FILE).is_file():  # written with the model: it is the model's
         translator.confidence_map, _ = read_map(exported.path / CONFIDENCE_FILE)
     else:

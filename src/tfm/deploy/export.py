@@ -7,6 +7,7 @@
       tokenizer.json                the run's tokenizer, to encode and detokenise as tfm does
       config.yaml                   the run's resolved config (its decoding settings are the
                                     defaults of the Translator over the export)
+      plan.json                     the run's plan (the mix of a model of related pairs)
       tfm_export.json               the marker: format version, tfm and CTranslate2 versions,
                                     quantization, the model file and step it came from
 
@@ -137,6 +138,8 @@ def export_run(
     )
     converter = TfmConverter(trained.model, trained.tokenizer, model_args)
     files = [paths.root / TOKENIZER_FILE, paths.config]
+    if paths.plan.is_file():  # the languages a model of related pairs was trained into
+        files.append(paths.plan)
     found, why = load_map(paths.root, file_digest(model_file))
     if found is None:
         log.warning("the export gives no confidences: %s, then export again", why)

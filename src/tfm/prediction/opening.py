@@ -18,7 +18,7 @@ from tfm.errors import UsageError
 from tfm.prediction.confidence import load_map
 from tfm.prediction.ensemble import Ensemble, Model
 from tfm.prediction.reranking import Reranker
-from tfm.prediction.settings import DecodeRequest, DecodeSettings
+from tfm.prediction.settings import DecodeRequest, DecodeSettings, trained_languages
 from tfm.prediction.strategies import BeamSearch, asked_strategy
 from tfm.prediction.torch_translator import TorchTranslator
 from tfm.rundir.checkpoint import CorruptCheckpointError
@@ -45,7 +45,8 @@ def open_torch(request: DecodeRequest) -> TorchTranslator:
     dtype = resolve_precision(trained.config.train.precision, target)
     settings = DecodeSettings.from_config(trained.config.decoding, target, dtype,
                                           asked=request.search, n_best=request.n_best)  # fmt: skip
-    settings = settings.into(trained.config.data, request.tgt_lang)
+    languages = trained_languages(trained.paths.plan)
+    settings = settings.into(trained.config.data, request.tgt_lang, trained=languages)
     model = _ensemble_of(trained, request.ensemble, target)
     weight = 1.0 if request.rerank_weight is None else request.rerank_weight
     reranker = open_reranker(trained.config, trained.tokenizer, request.rerank_with, weight, target)
@@ -54,6 +55,7 @@ def open_torch(request: DecodeRequest) -> TorchTranslator:
                                  run=trained.paths.root, ensemble=request.ensemble,
                                  rerank_with=request.rerank_with,
                                  model_file=trained.model_file)  # fmt: skip
+    translator.tgt_langs = languages
     if request.ensemble:
         translator.unmapped = "an ensemble has no confidence map (each run's is its own model's)"
     else:

@@ -10,6 +10,7 @@ only translates with an export never loads torch.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,11 +95,17 @@ class DecodeSettings:
         return dataclasses.replace(self, strategy=strategy)
 
     def into(
-        self, data: DataConfig, tgt_lang: str | None, *, option: str = "--tgt-lang"
+        self,
+        data: DataConfig,
+        tgt_lang: str | None,
+        *,
+        option: str = "--tgt-lang",
+        trained: tuple[str, ...] | None = None,
     ) -> DecodeSettings:
         """These settings translating into `tgt_lang` (None: the main pair's target) with a
-        model of `data`; UsageError naming `option` where it was not trained to."""
-        tag = data.target_tag(tgt_lang, option=option)
+        model of `data`; UsageError naming `option` where it was not trained to (`trained`: the
+        languages its training read, where known)."""
+        tag = data.target_tag(tgt_lang, option=option, trained=trained)
         return dataclasses.replace(self, tgt_lang=tgt_lang or data.tgt_lang, tag=tag)
 
     def batch_source_tokens(self, n_best: int = 1) -> int:
@@ -160,3 +167,16 @@ class DecodeRequest:
             **{key: value for key, value in options.items() if key in own and value is not None},
             search={key: value for key, value in options.items() if key in SEARCH_KEYS},
         )
+
+
+def trained_languages(plan_file: Path) -> tuple[str, ...] | None:
+    """The target languages a run's training read, from the mix its plan.json keeps (a related
+    corpus left out is not among them); None where the file keeps no mix."""
+    try:
+        mix = json.loads(plan_file.read_text(encoding="utf-8")).get("mix")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(mix, dict):
+        return None
+    read = [c["tgt_lang"] for c in mix.get("corpora", []) if c.get("times")]
+    return tuple(dict.fromkeys(read)) or None

@@ -57,6 +57,7 @@ class Translator(ABC):
     step: int | None
     shows_attention: bool = False  # whether `attention_views` can show the attention weights
     confidence_map: ConfidenceMap | None = None  # the run's map, fitted for this model
+    tgt_langs: tuple[str, ...] | None = None  # the languages its training read (None: unknown)
     unmapped = "this translator has no confidence map"  # why `confidence_map` is None
 
     @abstractmethod

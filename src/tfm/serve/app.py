@@ -28,6 +28,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from tfm.errors import TfmError, UsageError
+from tfm.prediction.settings import DecodeSettings
 from tfm.prediction.strategies import SEARCH_KEYS
 from tfm.prediction.translator import Translator, empty_output
 from tfm.serve.attention_answer import attention_task
@@ -142,11 +143,7 @@ def create_app(
             )
         if not body.sentence.strip():
             raise ApiError(422, "the sentence is empty; give the text to translate")
-        try:
-            tag = translator.settings.into(translator.config.data, body.tgt_lang,
-                                           option="tgt_lang").tag  # fmt: skip
-        except UsageError as exc:
-            raise ApiError(422, str(exc)) from None
+        tag = _into(translator, translator.settings, body.tgt_lang).tag
         work = await prepared([body.sentence], 1, tag)
         task = attention_task(translator, body.sentence, work.sources[0])
         [answer] = await _answer(worker, limits, work, None, task)
@@ -212,11 +209,21 @@ def _options(body: TranslateBody, translator: Translator) -> Options:
         settings = translator.settings.asking(
             translator.config.decoding, asked, n_best=body.n_best or 1, spell=str
         )
-        if body.tgt_lang is not None:
-            settings = settings.into(translator.config.data, body.tgt_lang, option="tgt_lang")
     except UsageError as exc:
         raise ApiError(422, str(exc)) from None
-    return Options(settings, body.n_best)
+    return Options(_into(translator, settings, body.tgt_lang), body.n_best)
+
+
+def _into(translator: Translator, settings: DecodeSettings, tgt_lang: str | None) -> DecodeSettings:
+    """`settings` translating into the request's `tgt_lang` (None: the server's); a 422 naming
+    the languages the model was trained into where it was not trained into that one."""
+    if tgt_lang is None:
+        return settings
+    try:
+        return settings.into(translator.config.data, tgt_lang, option="tgt_lang",
+                             trained=translator.tgt_langs)  # fmt: skip
+    except UsageError as exc:
+        raise ApiError(422, str(exc)) from None
 
 
 def _key_check(api_key: str | None) -> Callable[[Request], None]:

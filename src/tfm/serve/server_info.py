@@ -15,7 +15,8 @@ def server_info(translator: Translator, limits: ServeLimits, *, auth: bool) -> d
         "engine": translator.engine,
         "src_lang": config.data.src_lang,
         "tgt_lang": config.data.tgt_lang,
-        "tgt_langs": list(config.data.target_languages()),  # what a request's tgt_lang may ask
+        # what a request's tgt_lang may ask for: the languages its training read
+        "tgt_langs": list(translator.tgt_langs or config.data.target_languages()),
         "step": translator.step,
         "model": {
             "d_model": model.d_model,
