@@ -129,9 +129,12 @@ class _Guarded:
 
     def __init__(self, guard: Guard, src_lang: str, tgt_lang: str) -> None:
         self.guard, self.langs = guard, (src_lang, tgt_lang)
+        self._sides: tuple[frozenset[int], frozenset[int]] | None = None
 
     def withholds(self, pair: Pair) -> bool:
-        src, tgt = (self.guard.hashes(lang) for lang in self.langs)
+        if self._sides is None:  # the guard's hashes, once its first pair is read
+            self._sides = (self.guard.hashes(self.langs[0]), self.guard.hashes(self.langs[1]))
+        src, tgt = self._sides
         return sentence_hash(pair[0]) in src or sentence_hash(pair[1]) in tgt
 
     def end_of_read(self, origin: str) -> list[int]:
@@ -185,31 +188,33 @@ def main_batch_share(data: DataConfig, report: LoadReport) -> float:
     epoch's tokens, the batch the main pair alone would get (1 without related pairs). On
     en→fr beside it and pt, 30 minutes on one thread, the 2,048-token batches of the mixed
     epoch trained a quarter of the steps (docs/experiments.md)."""
-    if not data.related or len(report.corpora) != len(data.training_corpora()):
+    mix = mix_record(data, report)
+    if mix is None:
         return 1.0
-    total = sum(kept * times for kept, times in report.corpora)
-    own = sum(kept * source.repeat for (kept, _), source in zip(report.corpora, data.corpora,
-                                                                 strict=False))  # fmt: skip
+    total = sum(c["pairs"] * c["times"] for c in mix["corpora"])
+    own = sum(c["pairs"] * source.repeat for c, source in zip(mix["corpora"], data.corpora,
+                                                              strict=False))  # fmt: skip
     return own / total if total else 1.0
 
 
 def describe_mix(data: DataConfig, report: LoadReport) -> list[str]:
     """The mix a training report of `data` read, as the plan shows it: each corpus's pairs and
     how often an epoch reads them, then why a corpus is read as it is."""
-    if not data.related or len(report.corpora) != len(data.training_corpora()):
+    mix = mix_record(data, report)
+    if mix is None:
         return []
-    total = sum(kept * times for kept, times in report.corpora) or 1
-    main = sum(kept * times for kept, times in report.corpora[: len(data.corpora)])
+    corpora = mix["corpora"]
+    total = sum(c["pairs"] * c["times"] for c in corpora) or 1
+    main = sum(c["pairs"] * c["times"] for c in corpora[: len(data.corpora)])
     parts = []
-    for corpus, (kept, times) in zip(data.training_corpora(), report.corpora, strict=True):
-        read = f" ×{times}" if times > 1 else " (left out)" if not times else ""
-        parts.append(f"{corpus.src_lang}→{corpus.tgt_lang} {kept:,}{read}")
-    share = data.main_share or MAIN_SHARE
+    for c in corpora:
+        read = f" ×{c['times']}" if c["times"] > 1 else " (left out)" if not c["times"] else ""
+        parts.append(f"{c['src_lang']}→{c['tgt_lang']} {c['pairs']:,}{read}")
     rule = "data.main_share" if data.main_share else "the rule"
     return [
         f"mix: {', '.join(parts)}; the main pair is {main / total:.0%} of an epoch's "
-        f"{total:,} pairs (at least {share:.0%}, {rule})",
-        *(f"mix: {note}" for note in report.notes),
+        f"{total:,} pairs (at least {mix['main_share']:.0%}, {rule})",
+        *(f"mix: {note}" for note in mix["notes"]),
     ]
 
 
