@@ -1,8 +1,10 @@
 """TensorBoard files on a full disk: one warning, not the writer thread's traceback too, training
-goes on, and the events written before it stay readable."""
+goes on, and the events written before it stay readable. A resumed run's file is read after the
+files whose steps it replaces, even when it opens in the same second."""
 
 import errno
 import logging
+import time
 
 import pytest
 
@@ -40,3 +42,24 @@ def test_a_full_disk_is_one_warning_and_training_goes_on(tmp_path, monkeypatch, 
     events.Reload()
     steps = [event.step for event in events.Scalars("train_loss")]
     assert steps == list(range(1, len(steps) + 1)) and 0 < len(steps) < 30
+
+
+def test_a_resumed_runs_file_is_read_after_the_files_it_replaces(tmp_path):
+    folder = tmp_path / "tensorboard"
+    first = TensorBoardLog(folder, resumed_at=None)
+    for step in (1, 2, 3):
+        first.write({"step": step, "train_loss": float(step)})
+    first.close()
+    # a name that sorts last among files of the same second (host "~"), opened a second from now
+    (stamp,) = [path.name.split(".")[3] for path in folder.iterdir()]
+    later = str(int(stamp) + 1)
+    (folder / f"events.out.tfevents.{later}.~").write_bytes(b"")
+    resumed = TensorBoardLog(folder, resumed_at=2)
+    resumed.write({"step": 3, "train_loss": 30.0})
+    resumed.close()
+    assert time.time() >= int(later) + 1
+    events = event_accumulator.EventAccumulator(str(folder))
+    events.Reload()
+    assert [(event.step, event.value) for event in events.Scalars("train_loss")] == [
+        (1, 1.0), (2, 2.0), (3, 30.0)
+    ]

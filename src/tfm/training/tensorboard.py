@@ -9,7 +9,10 @@ process 0 only, through `torch.utils.tensorboard.SummaryWriter`, flushed after e
 log window) so that TensorBoard shows it at once. The writer opens with the first event, so a run
 that fails before its first step leaves no folder. A resumed run's writer is given `purge_step`,
 the step after its checkpoint's: TensorBoard drops the events logged from there on by the run
-that was cut short, as metrics.jsonl does. A write that fails (a full disk) is one warning, not
+that was cut short, as metrics.jsonl does. TensorBoard reads a folder's files in name order and a
+name starts with the second it was opened in, so a resumed writer opens only once the clock is
+past the second of every file already there (a wait of at most one second, when a run is
+resumed at once). A write that fails (a full disk) is one warning, not
 the writer thread's traceback too, and training goes on without event files.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,8 @@ class TensorBoardLog:
 
                 _quiet_writer_threads()
                 purge = None if self.resumed_at is None else self.resumed_at + 1
+                if purge is not None:
+                    _past_existing_files(self.directory)
                 self._writer = SummaryWriter(str(self.directory), purge_step=purge)
             for key, value in event.items():
                 number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -80,6 +86,20 @@ class _QuietWriterThreads:
         ours = type(args.thread).__module__.startswith("tensorboard.")
         if not (ours and isinstance(args.exc_value, OSError)):
             self.previous(args)
+
+
+def _past_existing_files(directory: Path) -> None:
+    """Wait until the clock's second is later than that of every event file in `directory`
+    (`events.out.tfevents.<second>.<host>…`), so that a new file sorts after them."""
+    seconds = [
+        int(stamp)
+        for path in directory.glob("events.out.tfevents.*")
+        if (stamp := path.name.split(".")[3]).isdigit()
+    ]
+    if seconds:
+        wait = max(seconds) + 1 - time.time()
+        if wait > 0:
+            time.sleep(wait)
 
 
 def _quiet_writer_threads() -> None:
