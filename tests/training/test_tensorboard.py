@@ -61,5 +61,7 @@ def test_a_resumed_runs_file_is_read_after_the_files_it_replaces(tmp_path):
     events = event_accumulator.EventAccumulator(str(folder))
     events.Reload()
     assert [(event.step, event.value) for event in events.Scalars("train_loss")] == [
-        (1, 1.0), (2, 2.0), (3, 30.0)
+        (1, 1.0),
+        (2, 2.0),
+        (3, 30.0),
     ]
