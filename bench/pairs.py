@@ -33,7 +33,8 @@ adds keys to the data-only config:
 
 `--sweep KEY=V1,V2,…` adds a variant for each value of one config key (`train.lr=7e-4,2.8e-3`);
 a value ending in `x` scales the derived plan's value for that pair (`train.lr=0.5x,2x`), read
-from `tfm config show`. `--seeds N` trains every run with `train.seed` 0 … N-1.
+from `tfm config show`. `--seeds N` trains every run with `train.seed` 0 … N-1 (`--first-seed K`:
+K … K+N-1, to add seeds to runs already measured).
 
 `--load start` starts a competing process (one thread of matrix products) once a run's plan is
 timed, so that the machine slows down mid-run; `--load stop` runs it while the plan is timed
@@ -356,10 +357,11 @@ def jobs_for(args: argparse.Namespace, folder: Path) -> list[dict]:
         variants = [(name, VARIANTS[name]) for name in args.variants]
         if args.sweep:
             variants += sweep_variants(pair, args, folder)
-        for seed in range(args.seeds):
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        for seed in seeds:
             for name, keys in variants:
                 label = re.sub(r"[^\w.=-]", "_", name)
-                job_name = f"{pair}-{label}" + (f"-s{seed}" if args.seeds > 1 else "")
+                job_name = f"{pair}-{label}" + (f"-s{seed}" if seeds != range(1) else "")
                 jobs.append({"pair": pair, "variant": name, "seed": seed, "keys": keys,
                              "name": job_name})  # fmt: skip
     return jobs
@@ -383,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="*", default=["derived"], choices=list(VARIANTS))
     parser.add_argument("--sweep", default=None, help="KEY=V1,V2,…: a variant per value")
     parser.add_argument("--seeds", type=int, default=1, help="train.seed 0 … N-1 for every run")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first of the seeds")
     parser.add_argument("--load", choices=["start", "stop"], default=None)
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--threads", type=int, default=1)

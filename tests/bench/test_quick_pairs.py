@@ -35,3 +35,17 @@ def test_pairs(script, capsys, monkeypatch):
         assert 0 <= float(bleu) <= 100 and 0 <= float(chrf) <= 100 and float(unk) == 0
     assert "lr 0.0028" in rows[0][1]
     assert "budget: 0.05 minutes on 1 thread(s) a run" in out
+
+
+def test_seeds_added_to_runs_already_measured_keep_their_own_names(script):
+    bench = script("pairs")
+    args = bench.argparse.Namespace(
+        pairs=["en-it"], variants=["derived", "related"], sweep=None, seeds=1, first_seed=1
+    )
+    jobs = bench.jobs_for(args, None)
+    assert [(job["name"], job["seed"]) for job in jobs] == [
+        ("en-it-derived-s1", 1),
+        ("en-it-related-s1", 1),
+    ]
+    args.seeds, args.first_seed = 1, 0  # one seed, the first: the names of a plain run
+    assert [job["name"] for job in bench.jobs_for(args, None)] == ["en-it-derived", "en-it-related"]
