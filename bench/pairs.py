@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path(args.runs or tempfile.mkdtemp(prefix="tfm-pairs-"))
     folder.mkdir(parents=True, exist_ok=True)
     if args.quick:
-        args.data, args.pairs, args.minutes = str(toy_pairs(folder / "data")), ["en-de"], 0.05
+        args.data, args.pairs, args.minutes = str(toy_pairs(folder / "data")), ["en-de"], 0.03
         args.mono = str(folder / "data" / "mono")
         args.related = ["en-de=en-nl"]
     rows: list[dict] = []

@@ -2,6 +2,7 @@
 running a script's `tfm` commands in the test's own process."""
 
 import re
+import threading
 
 from typer.testing import CliRunner
 
@@ -15,10 +16,15 @@ def numbers(pattern: str, text: str) -> list[float]:
     return [float(group) for group in found.groups()]
 
 
+_ONE_AT_A_TIME = threading.Lock()  # CliRunner swaps the process's sys.stdout and sys.stderr
+
+
 def tfm_in_process(*args: str, **_ignored) -> str:
-    """What a script's `tfm(*args)` returns (stdout, stripped), run in this process; fails on a
-    non-zero exit with the command's output. Keyword arguments (a script's log file) are
-    ignored: the output is in the failure message."""
-    result = CliRunner().invoke(app, list(args))
+    """What a script's `tfm(*args)` returns (stdout, stripped), run in this process, one command
+    at a time when a script runs jobs in threads; fails on a non-zero exit with the command's
+    output. Keyword arguments (a script's log file) are ignored: the output is in the failure
+    message."""
+    with _ONE_AT_A_TIME:
+        result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 0, result.output
     return result.stdout.strip()

@@ -63,25 +63,36 @@ def with_bytes(tmp_path_factory):
     return open_translator(DecodeRequest(run=run, device="cpu", threads=1))
 
 
-@pytest.fixture
-def browser(tmp_path, monkeypatch):
-    """Headless Chromium with a fresh profile, nothing fetched from the network."""
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory):
+    """Headless Chromium with a fresh profile, nothing fetched from the network: one for the
+    module's tests (starting it is most of a test's time)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager downloads nothing
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--disable-background-networking", "--disable-component-update",
-                     "--disable-sync", "--no-first-run", "--window-size=1400,900",
-                     f"--user-data-dir={tmp_path / 'profile'}"):  # fmt: skip
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read below
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SE_OFFLINE", "true")  # Selenium Manager downloads nothing
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        profile = tmp_path_factory.mktemp("profile")
+        for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--disable-background-networking", "--disable-component-update",
+                         "--disable-sync", "--no-first-run", "--window-size=1400,900",
+                         f"--user-data-dir={profile}"):  # fmt: skip
+            options.add_argument(argument)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read below
+        driver = webdriver.Chrome(options=options, service=Service(executable_path=DRIVER))
     driver.set_page_load_timeout(WAIT_S)
     yield driver
     driver.quit()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The module's Chromium on a blank page, with no console lines of an earlier test."""
+    chromium.get("about:blank")
+    chromium.get_log("browser")
+    return chromium
 
 
 def heatmap(driver) -> list[list[float]]:

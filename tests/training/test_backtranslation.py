@@ -209,10 +209,11 @@ def test_config_show_says_the_phases_and_reads_back_as_the_config(tmp_path):
     assert load_config(back) == load_config(config)
 
 
-def test_under_torchrun_process_0_generates_while_the_other_waits(run, tmp_path):
+def test_under_torchrun_process_0_generates_while_the_other_waits(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OMP_NUM_THREADS": "1"}  # fmt: skip
-    config = config_file(tmp_path, train={"device": "cpu", "lr": 0.01})
+    short = {"max_steps": 6, "validate_every": 6, "checkpoint_every": 3}  # what it is, not how well
+    config = config_file(tmp_path, train={"device": "cpu", "lr": 0.01, **short})
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                f"--log-dir={tmp_path / 'logs'}", "-m", "tfm", "train", "--config", str(config),
                "--no-progress"]  # fmt: skip
