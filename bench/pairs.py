@@ -25,7 +25,8 @@ adds keys to the data-only config:
   inside the same budget; the last column says what its phases did;
 - related: the data-only config with the training splits of the pairs `--related PAIR=P,Q`
   names as `data.related` (one-to-many; many-to-one with `--into-english`): its last column
-  is the mix the plan chose;
+  is the mix the plan chose; `P*K` gives P's `repeat` K (a helper in another script is then
+  kept);
 - the recipe with one choice changed: small-batch and large-batch (512- and 2,048-token
   batches), narrow and wide (a d_model 96 shape of 2 + 2 layers, and the 7.6M model's d_model
   256 shape of 3 + 3), low-rate and high-rate (peak 7e-4 and 2.8e-3, half and twice what the
@@ -177,8 +178,10 @@ def config_for(job: dict, args: argparse.Namespace, folder: Path) -> Path:
     if job.get("variant") == "related":
         config["data"]["related"] = [
             {"format": "text", "path": str(Path(args.data) / other / "train"),
-             **dict(zip(("src_lang", "tgt_lang"), direction(other, args), strict=True))}
-            for other in related_pairs(job["pair"], args)
+             **dict(zip(("src_lang", "tgt_lang"), direction(other, args), strict=True)),
+             **({"repeat": int(repeat)} if repeat else {})}
+            for other, _, repeat in (given.partition("*")
+                                     for given in related_pairs(job["pair"], args))
         ]  # fmt: skip
     path = folder / f"{job['name']}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")

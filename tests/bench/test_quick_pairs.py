@@ -49,3 +49,19 @@ def test_seeds_added_to_runs_already_measured_keep_their_own_names(script):
     ]
     args.seeds, args.first_seed = 1, 0  # one seed, the first: the names of a plain run
     assert [job["name"] for job in bench.jobs_for(args, None)] == ["en-it-derived", "en-it-related"]
+
+
+def test_a_related_pair_given_a_repeat_has_it_in_the_config(script, tmp_path):
+    bench = script("pairs")
+    args = bench.argparse.Namespace(
+        data=str(tmp_path), related=["en-uk=en-pl*1,en-ru"], into_english=False, minutes=30.0,
+        threads=1, mono=None,
+    )  # fmt: skip
+    job = {"pair": "en-uk", "variant": "related", "seed": 0, "keys": {}, "name": "en-uk-related"}
+    config = bench.yaml.safe_load(bench.config_for(job, args, tmp_path).read_text())
+    assert config["data"]["related"] == [
+        {"format": "text", "path": str(tmp_path / "en-pl" / "train"), "src_lang": "en",
+         "tgt_lang": "pl", "repeat": 1},
+        {"format": "text", "path": str(tmp_path / "en-ru" / "train"), "src_lang": "en",
+         "tgt_lang": "ru"},
+    ]  # fmt: skip
