@@ -19,6 +19,13 @@ def numbers(pattern: str, text: str) -> list[float]:
 _ONE_AT_A_TIME = threading.Lock()  # CliRunner swaps the process's sys.stdout and sys.stderr
 
 
+def print_in_turn(*args, **kwargs) -> None:
+    """`print`, never while a `tfm_in_process` command holds sys.stdout (a script's report line
+    written as another thread's command runs)."""
+    with _ONE_AT_A_TIME:
+        print(*args, **kwargs)
+
+
 def tfm_in_process(*args: str, **_ignored) -> str:
     """What a script's `tfm(*args)` returns (stdout, stripped), run in this process, one command
     at a time when a script runs jobs in threads; fails on a non-zero exit with the command's

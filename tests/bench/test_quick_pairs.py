@@ -3,7 +3,7 @@ starting mid-run, monolingual text and a related pair, the run a table row."""
 
 import re
 
-from bench_reports import tfm_in_process
+from bench_reports import print_in_turn, tfm_in_process
 
 
 def test_pairs(script, capsys, monkeypatch):
@@ -11,6 +11,7 @@ def test_pairs(script, capsys, monkeypatch):
     commands (config show, average, eval) run in this process, as `tfm` would run them."""
     bench = script("pairs")
     monkeypatch.setattr(bench, "tfm", tfm_in_process)
+    monkeypatch.setattr(bench, "print", print_in_turn, raising=False)  # runs in threads
     bench.main(["--quick", "--variants", "mono", "related", "--sweep", "train.lr=2x",
                 "--load", "start", "--parallel", "3", "--runs", "runs"])  # fmt: skip
     out = capsys.readouterr().out
