@@ -50,14 +50,14 @@ def test_a_resumed_runs_file_is_read_after_the_files_it_replaces(tmp_path):
     for step in (1, 2, 3):
         first.write({"step": step, "train_loss": float(step)})
     first.close()
-    # a name that sorts last among files of the same second (host "~"), opened a second from now
-    (stamp,) = [path.name.split(".")[3] for path in folder.iterdir()]
-    later = str(int(stamp) + 1)
-    (folder / f"events.out.tfevents.{later}.~").write_bytes(b"")
+    # a file of this second whose name sorts after the new writer's (host "~"), as a file of the
+    # run cut short does when the resume starts in the same second
+    now = int(time.time())
+    (folder / f"events.out.tfevents.{now}.~").write_bytes(b"")
     resumed = TensorBoardLog(folder, resumed_at=2)
     resumed.write({"step": 3, "train_loss": 30.0})
     resumed.close()
-    assert time.time() >= int(later) + 1
+    assert time.time() >= now + 1
     events = event_accumulator.EventAccumulator(str(folder))
     events.Reload()
     assert [(event.step, event.value) for event in events.Scalars("train_loss")] == [
