@@ -90,7 +90,8 @@ class _QuietWriterThreads:
 
 def _past_existing_files(directory: Path) -> None:
     """Wait until the clock's second is later than that of every event file in `directory`
-    (`events.out.tfevents.<second>.<host>…`), so that a new file sorts after them."""
+    (`events.out.tfevents.<second>.<host>…`), so that a new file sorts after them; a file
+    stamped later than now (another machine's clock) is not waited for."""
     seconds = [
         int(stamp)
         for path in directory.glob("events.out.tfevents.*")
@@ -98,7 +99,7 @@ def _past_existing_files(directory: Path) -> None:
     ]
     if seconds:
         wait = max(seconds) + 1 - time.time()
-        if wait > 0:
+        if 0 < wait <= 1:
             time.sleep(wait)
 
 
