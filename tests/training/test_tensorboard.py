@@ -65,3 +65,15 @@ def test_a_resumed_runs_file_is_read_after_the_files_it_replaces(tmp_path):
         (2, 2.0),
         (3, 30.0),
     ]
+
+
+def test_a_file_stamped_in_the_future_is_not_waited_for(tmp_path):
+    folder = tmp_path / "tensorboard"
+    folder.mkdir()
+    (folder / f"events.out.tfevents.{int(time.time()) + 3600}.other-host").write_bytes(b"")
+    start = time.monotonic()
+    resumed = TensorBoardLog(folder, resumed_at=2)
+    resumed.write({"step": 3, "train_loss": 30.0})
+    resumed.close()
+    assert time.monotonic() - start < 1
+    assert len(list(folder.iterdir())) == 2
