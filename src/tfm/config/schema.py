@@ -419,12 +419,12 @@ class DataConfig(StrictModel):
         where it translates into one language; UsageError naming `option` where it was not
         trained to translate into `tgt_lang` (`trained`: the languages its training read, where
         known; a related corpus may have been left out)."""
-        languages = self.target_languages()
-        if tgt_lang is not None and tgt_lang not in (trained or languages):
-            languages = trained or languages
+        languages = self.target_languages()  # tagged where there are several, read or not
+        allowed = trained or languages
+        if tgt_lang is not None and tgt_lang not in allowed:
             raise UsageError(
                 f"{option} {tgt_lang}: the model was trained to translate into "
-                f"{', '.join(languages)}, not {tgt_lang}"
+                f"{', '.join(allowed)}, not {tgt_lang}"
             )
         return target_tag(tgt_lang or self.tgt_lang) if len(languages) > 1 else None
 
