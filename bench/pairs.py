@@ -43,10 +43,11 @@ and stops it then, so that the machine speeds up. A plan from the time budget re
 as it trains: `used` (the share of the budget the run took) and `lr end` (its last learning
 rate over its peak; the decay's floor is 0.3) say whether it ended its decay at the budget.
 
-`--into-english` trains each pair the other way round (X→en).
+`--into-english` trains each pair the other way round (X→en); a row names its direction
+(tr→en) and, in `--json`, its data folder too (`pair`: en-tr).
 
 `--parallel N` trains N runs at a time (each on `--threads`); runs of one pair go together, so
-that the variants of a pair share the machine's load. The table: pair, variant, seed, model and
+that the variants of a pair share the machine's load. The table: direction, variant, seed, model and
 batch of the plan, the steps planned at the start and trained, the budget used, the last rate
 over the peak, test BLEU (sacreBLEU's tokenizer for the language) and chrF, the <unk> rate of
 the test split under the run's tokenizer, the minutes `tfm train` took (planning and data
@@ -234,8 +235,10 @@ def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
     text = _text(log)
     used = re.findall(r"done: .*?([\d.]+) of [\d.]+ minutes \((\d+)%\)", text)
     at_start = ([None, *PLANNED.finditer(text)])[-1]  # the pair's run: the last planned
+    src, tgt = direction(job["pair"], args)
     return {
-        "pair": job["pair"],
+        "pair": job["pair"],  # the data folder; the run's languages are in "direction"
+        "direction": f"{src}→{tgt}",
         "variant": job["variant"],
         "seed": job["seed"],
         "plan": f"d{m['d_model']} {m['n_encoder_layers']}+{m['n_decoder_layers']} ff{m['d_ff']}, "
@@ -336,14 +339,14 @@ def toy_pairs(folder: Path) -> Path:
 
 def table(rows: list[dict]) -> str:
     head = (
-        "| pair | variant | seed | plan | planned | steps | used | lr end | BLEU | chrF | <unk> "
-        "| minutes | load | phases |\n|" + "---|" * 14
+        "| direction | variant | seed | plan | planned | steps | used | lr end | BLEU | chrF "
+        "| <unk> | minutes | load | phases |\n|" + "---|" * 14
     )
     body = [
-        f"| {r['pair']} | {r['variant']} | {r['seed']} | {r['plan']} | {r['planned'] or '–'} | "
-        f"{r['steps']} | {_share(r['used'])} | {r['lr_end']:.2f} | {r['bleu']:.1f} | "
-        f"{r['chrf']:.1f} | {r['unk_rate']:.4f} | {r['minutes']:.1f} | {r['load']:.1f} | "
-        f"{r['phases'] or '–'} |"
+        f"| {r['direction']} | {r['variant']} | {r['seed']} | {r['plan']} | "
+        f"{r['planned'] or '–'} | {r['steps']} | {_share(r['used'])} | {r['lr_end']:.2f} | "
+        f"{r['bleu']:.1f} | {r['chrf']:.1f} | {r['unk_rate']:.4f} | {r['minutes']:.1f} | "
+        f"{r['load']:.1f} | {r['phases'] or '–'} |"
         for r in rows
     ]
     return "\n".join([head, *body])

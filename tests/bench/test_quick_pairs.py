@@ -16,16 +16,16 @@ def test_pairs(script, capsys, monkeypatch):
                 "--load", "start", "--parallel", "3", "--runs", "runs"])  # fmt: skip
     out = capsys.readouterr().out
     # Monolingual text in a budget too short for back-translation: the row says it is left out.
-    assert re.search(r"^\| en-de \| mono \| 0 \| .+ \| left out \|$", out, re.M) is not None
+    assert re.search(r"^\| en→de \| mono \| 0 \| .+ \| left out \|$", out, re.M) is not None
     rows = re.findall(
-        r"^\| en-de \| (\S+) \| 0 \| (.+?) \| (\d+) \| (\d+) \| (\d+)% \| ([\d.]+) \| "
+        r"^\| en→de \| (\S+) \| 0 \| (.+?) \| (\d+) \| (\d+) \| (\d+)% \| ([\d.]+) \| "
         r"([\d.]+) \| ([\d.]+) \| ([\d.]+) \|",
         out,
         re.M,
     )
     # A related pair: the row's last column is the mix its plan chose.
     mix = r"en→de \d+( ×\d+)?, en→nl \d+: main \d+%"
-    assert re.search(rf"^\| en-de \| related \| 0 \| .+ \| {mix} \|$", out, re.M) is not None
+    assert re.search(rf"^\| en→de \| related \| 0 \| .+ \| {mix} \|$", out, re.M) is not None
     # Twice the recipe's peak for the pair's d_model of 128 (1.4e-3), read from `tfm config show`:
     # the row as it comes, then the table.
     rows = [row for row in rows if row[0] not in ("mono", "related")]
@@ -66,3 +66,14 @@ def test_a_related_pair_given_a_repeat_has_it_in_the_config(script, tmp_path):
         {"format": "text", "path": str(tmp_path / "en-ru" / "train"), "src_lang": "en",
          "tgt_lang": "ru"},
     ]  # fmt: skip
+
+
+def test_a_row_into_english_is_labelled_by_its_direction(script):
+    """The data folder is named en-X either way; the table's label is the run's direction."""
+    bench = script("pairs")
+    row = {"direction": "tr→en", "variant": "mono", "seed": 1, "plan": "d256", "planned": 10,
+           "steps": 9, "used": 0.99, "lr_end": 0.1, "bleu": 26.9, "chrf": 43.8, "unk_rate": 0.0,
+           "minutes": 30.2, "load": 2.0, "phases": "left out"}  # fmt: skip
+    assert bench.table([row]).splitlines()[2].startswith("| tr→en | mono | 1 |")
+    args = bench.argparse.Namespace(into_english=True)
+    assert bench.direction("en-tr", args) == ("tr", "en")
