@@ -42,32 +42,10 @@ def test_gpu_speed(script, capsys, tmp_path):
     assert "left out" not in out and "failed" not in out
 
 
-def test_gpu_kernels(script, capsys, tmp_path):
-    """Both parts on the CPU with tiny sizes: each layout and precision's attention events, and
-    whether the step runs on the flash kernel alone (the CPU's fused kernel: it does); the fused
-    loss against the whole logits, interleaved."""
-    figures_file = tmp_path / "kernels.json"
-    script("gpu_kernels").main(["--quick", "--json", str(figures_file)])
-    out = capsys.readouterr().out
-    figures = json.loads(figures_file.read_text())
-    assert sorted(figures["attention"]) == ["bf16 packed", "bf16 padded", "fp32 packed",
-                                            "fp32 padded"]  # fmt: skip
-    for name, row in figures["attention"].items():
-        assert row["flash_only"] == "runs", name
-        assert row["events_ms"] and all(ms >= 0 for ms in row["events_ms"].values())
-        assert f"{name}: flash alone: runs" in out
-    loss = figures["loss"]
-    assert sorted(loss) == ["fused, eager softmax", "whole logits"]  # no CPU compilation
-    assert loss["whole logits"]["speed_against_whole_logits"] == 1.0
-    assert all(row["median_ms"] > 0 and row["speed_against_whole_logits"] > 0
-               for row in loss.values())  # fmt: skip
-    (tokens, words) = numbers(r"\(b\) the loss of (\d+) tokens over (\d+) words", out)
-    assert (tokens, words) == (300, 200)
-
-
 def test_gpu_round(script, capsys, tmp_path):
     """The GPU round's parts, each in its own process, on the CPU with tiny models: the CUDA
-    tests (skipped), the kernels, the steps and one `tfm train` run, summed up in files."""
+    tests (skipped), the kernels, the steps and one `tfm train` run, summed up in files. The
+    kernels part is `gpu_kernels.py --quick` itself, so its figures are checked here."""
     out = tmp_path / "out"
     script("gpu_round").main(["--quick", "--out", str(out)])
     assert sorted(p.name for p in out.iterdir()) == [
@@ -79,11 +57,8 @@ def test_gpu_round(script, capsys, tmp_path):
     run = summary["tfm_train_runs"]["base_gpu"]
     assert run["log_lines"] == 2 and run["median_step_ms"] > 0 and run["median_tokens_per_s"] > 0
     assert len(summary["goals"]) == 6
-    kernels = json.loads((out / "gpu_kernels.json").read_text())
-    for row in kernels["attention"].values():  # each layout and precision
-        assert row["flash_only"] == "runs" and row["events_ms"]  # the CPU's fused kernel
-    assert kernels["loss"]["whole logits"]["speed_against_whole_logits"] == 1.0
-    assert kernels["loss"]["fused, eager softmax"]["median_ms"] > 0
+    check_kernels(json.loads((out / "gpu_kernels.json").read_text()),
+                  (out / "gpu_kernels.txt").read_text())  # fmt: skip
     assert "multi30k_model" in json.loads((out / "gpu_speed.json").read_text())
     assert "skipped" in (out / "cuda_tests.txt").read_text() or torch.cuda.is_available()
 
@@ -97,3 +72,22 @@ def test_cuda_precision(script, capsys):
     speeds = [float(x) for x in re.findall(r"speed against fp32 ([\d.]+)x", out)]
     assert len(speeds) == 6 and all(s > 0 and math.isfinite(s) for s in speeds)
     assert "bf16 attention kernels, cuDNN off:" in out
+
+
+def check_kernels(figures: dict, out: str) -> None:
+    """gpu_kernels.py --quick on the CPU: each layout and precision's attention events, and
+    whether the step runs on the flash kernel alone (the CPU's fused kernel: it does); the fused
+    loss against the whole logits, interleaved."""
+    assert sorted(figures["attention"]) == ["bf16 packed", "bf16 padded", "fp32 packed",
+                                            "fp32 padded"]  # fmt: skip
+    for name, row in figures["attention"].items():
+        assert row["flash_only"] == "runs", name
+        assert row["events_ms"] and all(ms >= 0 for ms in row["events_ms"].values())
+        assert f"{name}: flash alone: runs" in out
+    loss = figures["loss"]
+    assert sorted(loss) == ["fused, eager softmax", "whole logits"]  # no CPU compilation
+    assert loss["whole logits"]["speed_against_whole_logits"] == 1.0
+    assert all(row["median_ms"] > 0 and row["speed_against_whole_logits"] > 0
+               for row in loss.values())  # fmt: skip
+    (tokens, words) = numbers(r"\(b\) the loss of (\d+) tokens over (\d+) words", out)
+    assert (tokens, words) == (300, 200)
