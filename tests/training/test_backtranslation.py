@@ -192,6 +192,24 @@ def test_the_plan_divides_the_budget_and_leaves_back_translation_out_of_a_short_
     )
 
 
+def test_a_budget_too_short_for_back_translation_trains_what_the_pair_alone_trains(tmp_path):
+    """Under MIN_MINUTES the plan leaves the text out and says why; the run is the one its
+    config without `data.monolingual` trains, step for step, with no phase's files."""
+    short = {"train.max_minutes": MIN_MINUTES / 2}
+    runs = {}
+    for name, data in (("with-text", {}), ("alone", {"monolingual": []})):
+        (tmp_path / name).mkdir()
+        result = train(config_file(tmp_path / name, data=data, **short))
+        assert result.exit_code == 0, result.output
+        runs[name] = (tmp_path / name / "run", result.stderr)
+    (with_text, told), (alone, _) = runs["with-text"], runs["alone"]
+    assert "back-translation left out: " in told
+    losses = train_losses(with_text)
+    assert len(losses) >= 2 and losses == train_losses(alone)
+    assert Tokenizer.load(with_text).fingerprint() == Tokenizer.load(alone).fingerprint()
+    assert not (with_text / "reverse").exists() and not (with_text / "synthetic.tsv").exists()
+
+
 def test_config_show_says_the_phases_and_reads_back_as_the_config(tmp_path):
     config = config_file(tmp_path)
     settings = yaml.safe_load(config.read_text(encoding="utf-8"))
