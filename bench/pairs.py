@@ -67,6 +67,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -222,13 +223,7 @@ def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
     minutes = (time.monotonic() - started) / 60  # planning and data preparation included
     load = (load + os.getloadavg()[0]) / 2
     planned = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-    scored = run_dir
-    # A run the clock stopped early may hold fewer checkpoints than its plan averages.
-    last = min(planned["train"]["average_last"], len(list((run_dir / "checkpoints").glob("*.pt"))))
-    if last > 1:
-        averaged = folder / f"{job['name']}-avg"
-        tfm("average", "--run", str(run_dir), "--last", str(last), "--out", str(averaged), log=log)
-        scored = averaged
+    scored = averaged(run_dir, folder / f"{job['name']}-avg", log)
     scores = json.loads(tfm("eval", "--run", str(scored), "--json", log=log))
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").open(encoding="utf-8")]
     m, t = planned["model"], planned["train"]
@@ -258,6 +253,17 @@ def run(job: dict, args: argparse.Namespace, folder: Path) -> dict:
     }
 
 
+def averaged(run_dir: Path, out: Path, log: Path) -> Path:
+    """The run to decode with: its last `average_last` checkpoints averaged into `out` (`tfm
+    average`), fewer where the clock stopped it early; the run itself where that leaves one."""
+    planned = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    last = min(planned["train"]["average_last"], len(list((run_dir / "checkpoints").glob("*.pt"))))
+    if last <= 1:
+        return run_dir
+    tfm("average", "--run", str(run_dir), "--last", str(last), "--out", str(out), log=log)
+    return out
+
+
 def phases(run_dir: Path) -> str | None:
     """What the phases of a run with monolingual text did, from its backtranslation.json; of a
     run with related pairs, its mix, from its train.log."""
@@ -274,12 +280,13 @@ def phases(run_dir: Path) -> str | None:
             f"{made['seconds']:.0f} s, real ×{plan['repeat']}")  # fmt: skip
 
 
-def _tried(job: dict, args: argparse.Namespace, folder: Path) -> dict | None:
-    """`run`'s row, or None (and the error on stderr) for a run that failed: the others go on."""
+def tried(name: str, measure, *args) -> dict | None:
+    """`measure(*args)`, a row, or None (and the error on stderr, after `name`) for a run that
+    failed: the others go on."""
     try:
-        return run(job, args, folder)
+        return measure(*args)
     except RuntimeError as exc:
-        print(f"{job['name']}: {exc}", file=sys.stderr, flush=True)
+        print(f"{name}: {exc}", file=sys.stderr, flush=True)
         return None
 
 
@@ -373,6 +380,20 @@ def jobs_for(args: argparse.Namespace, folder: Path) -> list[dict]:
     return jobs
 
 
+def add_run_options(parser: argparse.ArgumentParser, *, seeds: int, minutes: float) -> None:
+    """The options of how runs are made: seeds, budget, threads, how many at a time, where."""
+    parser.add_argument("--seeds", type=int, default=seeds, help="train.seed 0 … N-1 a run")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first of the seeds")
+    parser.add_argument("--minutes", type=float, default=minutes)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--parallel", type=int, default=1, help="runs trained at a time")
+    parser.add_argument(
+        "--runs", default=None, help="folder of the runs (default: a temporary one)"
+    )
+    parser.add_argument("--json", default=None, help="keep the rows in this JSON file")
+    parser.add_argument("--quick", action="store_true")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -390,17 +411,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
     parser.add_argument("--variants", nargs="*", default=["derived"], choices=list(VARIANTS))
     parser.add_argument("--sweep", default=None, help="KEY=V1,V2,…: a variant per value")
-    parser.add_argument("--seeds", type=int, default=1, help="train.seed 0 … N-1 for every run")
-    parser.add_argument("--first-seed", type=int, default=0, help="the first of the seeds")
     parser.add_argument("--load", choices=["start", "stop"], default=None)
-    parser.add_argument("--minutes", type=float, default=15.0)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--parallel", type=int, default=1)
-    parser.add_argument(
-        "--runs", default=None, help="folder of the runs (default: a temporary one)"
-    )
-    parser.add_argument("--json", default=None)
-    parser.add_argument("--quick", action="store_true")
+    add_run_options(parser, seeds=1, minutes=15.0)
     args = parser.parse_args(argv)
     folder = Path(args.runs or tempfile.mkdtemp(prefix="tfm-pairs-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -408,17 +420,26 @@ def main(argv: list[str] | None = None) -> None:
         args.data, args.pairs, args.minutes = str(toy_pairs(folder / "data")), ["en-de"], 0.03
         args.mono = str(folder / "data" / "mono")
         args.related = ["en-de=en-nl"]
-    rows: list[dict] = []
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        for row in pool.map(lambda job: _tried(job, args, folder), jobs_for(args, folder)):
-            if row is None:
-                continue
-            rows.append(row)
-            print(table([row]).splitlines()[-1], flush=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        made = pool.map(lambda job: tried(job["name"], run, job, args, folder),
+                        jobs_for(args, folder))  # fmt: skip
+        reported(made, args, table)
+
+
+def reported(made: Iterable[dict | None], args: argparse.Namespace, table) -> list[dict]:
+    """The rows as they come, each printed (a table line) and all kept in `--json` after each
+    (None: a run that failed, said on stderr); then the whole table."""
+    rows: list[dict] = []
+    for row in made:
+        if row is None:
+            continue
+        rows.append(row)
+        print(table([row]).splitlines()[-1], flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     print(f"\nbudget: {args.minutes:g} minutes on {args.threads} thread(s) a run\n")
     print(table(rows))
+    return rows
 
 
 if __name__ == "__main__":
