@@ -21,13 +21,14 @@ with `--into-english`) and seed, the recipe's steps by hand, in one budget of `-
 
 The choices, each one change from `plan` (what a run with `data.monolingual` does):
 
-    plan           greedy generation, the tag, the real pairs twice an epoch (one real pair a
-                   two synthetic at 4 a real pair), the reverse run a quarter of the budget
+    plan           greedy generation, the tag, the real pairs once an epoch for every two
+                   synthetic pairs a real pair has (twice at 4, at least once), the reverse
+                   run a quarter of the budget
     sampling       generation by sampling from the whole distribution (Edunov et al., 2018)
     beam           generation by beam search, 5 wide
     no-tag         the synthetic sources without the tag (Caswell et al., 2019)
-    real-x1        the real pairs once an epoch (1:4)
-    real-x4        the real pairs four times an epoch (1:1)
+    real-x1        the real pairs once an epoch (1:4 at 4 synthetic pairs a real one)
+    real-x4        the real pairs four times an epoch (1:1 at 4)
     reverse-0.15   the reverse run 15% of the budget
     reverse-0.40   the reverse run 40% of the budget
 
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import tempfile
 import threading
@@ -74,7 +76,9 @@ CHOICES: dict[str, dict] = {
     "reverse-0.15": {"reverse_share": 0.15},
     "reverse-0.40": {"reverse_share": 0.40},
 }
-PLAN = {"strategy": "greedy", "tag": "bt", "repeat": 2, "reverse_share": 0.25}
+# repeat None: the plan's rule, the real pairs once an epoch for every two synthetic pairs a real
+# pair has (twice at 4 a real pair, at least once).
+PLAN = {"strategy": "greedy", "tag": "bt", "repeat": None, "reverse_share": 0.25}
 SYNTHETIC_PER_REAL = 4
 # --quick: tiny models that stop after 12 steps, not at a clock (the budget is still split).
 QUICK = [
@@ -212,11 +216,13 @@ def measure(job: tuple[str, str, int], args, folder: Path, shared: Shared) -> di
     if choice["tag"]:
         synthetic["tag"] = choice["tag"]
     minutes = args.minutes - reverse["minutes"] - made["minutes"]
+    real = len(Path(f"{base}/train.{tgt}").read_text("utf-8").splitlines())
+    repeat = choice["repeat"] or max(1, math.floor(made["pairs"] / real / 2))
     run_name = f"{pair}-{name}-s{seed}"
     config = write_config(folder / f"{run_name}.yaml", {
         "run_dir": str(folder / run_name),
         "data": {"src_lang": src, "tgt_lang": tgt, **splits(base, train=[
-            {"format": "text", "path": f"{base}/train", "repeat": choice["repeat"]}, synthetic])},
+            {"format": "text", "path": f"{base}/train", "repeat": repeat}, synthetic])},
         "train": {"max_minutes": round(minutes, 3), "threads": args.threads, "seed": seed,
                   "max_tokens": batch["tokens"]},
     })  # fmt: skip

@@ -17,7 +17,8 @@ def test_choices_change_one_thing_each_and_share_the_rest(script, monkeypatch):
     config = {row["choice"]: yaml.safe_load((runs / f"en-de-{row['choice']}-s0.yaml").read_text())
               for row in rows}  # fmt: skip
     real, synthetic = config["plan"]["data"]["train"]
-    assert (real["repeat"], synthetic["tag"], synthetic["columns"]) == (2, "bt", ["en", "de"])
+    # The plan's rule: half a real pair's synthetic pairs, at least once (200 for 400: once).
+    assert (real["repeat"], synthetic["tag"], synthetic["columns"]) == (1, "bt", ["en", "de"])
     assert "tag" not in config["no-tag"]["data"]["train"][1]
     assert config["no-tag"]["data"]["train"][1]["path"] == synthetic["path"]  # one generation
     sampled = config["sampling"]["data"]["train"][1]["path"]
