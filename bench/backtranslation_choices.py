@@ -121,21 +121,29 @@ def splits(base: Path, *, train: object) -> dict:
     return {"train": train, **{s: {"format": "text", "path": f"{base}/{s}"} for s in SPLITS[1:]}}
 
 
+def data_only(pair: str, name: str, args, folder: Path, *, train: dict,
+              reverse: bool = False) -> Path:  # fmt: skip
+    """The data-only config file of the pair's own files (the other way round with `reverse`),
+    with `train` and the thread count."""
+    src, tgt = direction(pair, args)
+    base = Path(args.data) / pair
+    return write_config(folder / f"{name}.yaml", {
+        "run_dir": str(folder / name),
+        "data": {"src_lang": tgt if reverse else src, "tgt_lang": src if reverse else tgt,
+                 **splits(base, train={"format": "text", "path": f"{base}/train"})},
+        "train": {**train, "threads": args.threads},
+    })  # fmt: skip
+
+
 def training_args(args: argparse.Namespace) -> list[str]:
     return ["--no-progress", "--overwrite", *(QUICK if args.quick else [])]
 
 
 def reverse_run(pair: str, seed: int, share: float, args, folder: Path, log: Path) -> dict:
     """Step 1: the reverse run trained and averaged; its minutes (wall) and test BLEU."""
-    src, tgt = direction(pair, args)
-    base = Path(args.data) / pair
     name = f"{pair}-reverse-{share:g}-s{seed}"
-    config = write_config(folder / f"{name}.yaml", {
-        "run_dir": str(folder / name),
-        "data": {"src_lang": tgt, "tgt_lang": src,
-                 **splits(base, train={"format": "text", "path": f"{base}/train"})},
-        "train": {"max_minutes": args.minutes * share, "threads": args.threads, "seed": seed},
-    })  # fmt: skip
+    config = data_only(pair, name, args, folder, reverse=True,
+                       train={"max_minutes": args.minutes * share, "seed": seed})  # fmt: skip
     started = time.monotonic()
     tfm("train", "--config", str(config), *training_args(args), log=log)
     run = averaged(folder / name, folder / f"{name}-avg", log)
@@ -185,14 +193,7 @@ def generation(pair: str, seed: int, choice: dict, reverse: dict, args, folder: 
 
 def pair_batch(pair: str, args, folder: Path, log: Path) -> int:
     """The `train.max_tokens` the recipe gives the pair alone (its data-only config)."""
-    src, tgt = direction(pair, args)
-    base = Path(args.data) / pair
-    config = write_config(folder / f"{pair}-alone.yaml", {
-        "run_dir": str(folder / f"{pair}-alone"),
-        "data": {"src_lang": src, "tgt_lang": tgt,
-                 **splits(base, train={"format": "text", "path": f"{base}/train"})},
-        "train": {"max_minutes": args.minutes, "threads": args.threads},
-    })  # fmt: skip
+    config = data_only(pair, f"{pair}-alone", args, folder, train={"max_minutes": args.minutes})
     return int(yaml.safe_load(tfm("config", "show", "--config", str(config), log=log))["train"]
                ["max_tokens"])  # fmt: skip
 
