@@ -121,8 +121,12 @@ def test_each_section_model_is_documented_once_and_every_key_once():
         "train",
         "decoding",
     ]
-    assert found[2].paths == ("data.train", "data.validation", "data.test")
+    assert found[2].paths == ("data.train", "data.validation", "data.test",
+                              "data.related[i].validation")  # fmt: skip
     text = render()
+    assert "`<split>` is one of `train`, `validation`, `test` (`data.related[i].validation` " in (
+        text
+    )
     for key in config_keys():
         assert text.count(f"| `{key.path}` |") == 1, key.path
     assert "`data.train.format`" not in text

@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 from tfm.cli import app
 from tfm.config import Config, DataConfig, load_config
 from tfm.data.cache.cache_key import ContentDigests, corpus_key
-from tfm.data.pipeline import load_texts
+from tfm.config.schema import TokenizerConfig
+from tfm.data.pipeline import fit_tokenizer, load_texts, related_validations
+from tfm.data.tokenizer import EOS_ID
 from tfm.data.related import (
     GUARD_LABEL,
     describe_mix,
@@ -175,6 +177,11 @@ def test_the_cache_key_follows_the_main_validation_that_the_related_corpora_leav
                                  "letters"),
         ({"src_lang": "fr"}, "data.related[0]: src_lang and tgt_lang are both 'fr'"),
         ({"tag": "x"}, "data.related[0].tag: a related corpus takes no tag of its own"),
+        ({"validation": {"format": "held_out"}}, "data.related[0].validation: format "
+                                                 "'held_out' holds out of data.train, the main "
+                                                 "pair's; name the related pair's own"),
+        ({"validation": {"format": "text", "path": "v", "tag": "x"}},
+         "data.related[0].validation.tag: only training corpora take a tag"),
     ],
 )  # fmt: skip
 def test_a_related_corpus_that_cannot_be_one_is_named(data, tmp_path, change, message):
@@ -182,6 +189,16 @@ def test_a_related_corpus_that_cannot_be_one_is_named(data, tmp_path, change, me
     with pytest.raises(ConfigError) as error:
         loaded(data, tmp_path)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_pair_validated_twice_is_named(data, tmp_path):
+    second = {**data["related"][0], "validation": {"format": "text", "path": "v2"}}
+    data["related"][0]["validation"] = {"format": "text", "path": "v1"}
+    with pytest.raises(ConfigError) as error:
+        loaded({**data, "related": [data["related"][0], second]}, tmp_path)
+    assert "data.related[1].validation: en-fr is validated by data.related[0].validation " in (
+        str(error.value)
+    )
 
 
 def test_main_share_without_related_and_related_with_monolingual_are_refused(data, tmp_path):
@@ -207,6 +224,45 @@ def test_a_missing_related_file_is_one_line_naming_its_key(data, tmp_path):
     assert result.exit_code != 0
     assert "data.related[0]" in result.output and "nowhere.en" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_missing_related_validation_file_is_one_line_naming_its_key_before_any_work(
+    data, tmp_path
+):
+    data["related"][0]["validation"] = {"format": "text", "path": str(tmp_path / "nowhere")}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "data": data}))
+    result = CliRunner().invoke(app, ["train", "--config", str(config)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "data.related[0].validation" in result.output and "nowhere.en" in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_related_pair_s_validation_is_encoded_after_its_tag_and_left_out_with_its_corpus(
+    data, tmp_path, caplog
+):
+    valid_fr = [("a helper check .", "une vérification ."), ("and one more .", "et encore .")]
+    data["related"][0]["validation"] = {
+        "format": "text",
+        "path": write_pairs(tmp_path, "valid-fr", ("en", "fr"), valid_fr),
+    }
+    ja_valid = write_pairs(tmp_path, "valid-ja", ("en", "ja"), [("far one .", "遠い。")])
+    data["related"].append({"format": "text", "path": write_pairs(tmp_path, "ja", ("en", "ja"),
+                            JA), "src_lang": "en", "tgt_lang": "ja",
+                            "validation": {"format": "text", "path": ja_valid}})  # fmt: skip
+    config = DataConfig.model_validate(data)
+    src, tgt, report = load_texts(config, "train")
+    tokenizer = fit_tokenizer(src, tgt, TokenizerConfig(vocab_size=150), tags=config.tags())
+    with caplog.at_level("INFO", logger="tfm.data"):
+        [found] = related_validations(config, tokenizer, report)  # ja's corpus is left out
+    assert (found.pair, found.tgt_lang) == ("en-fr", "fr")
+    assert found.split.src_text == [en for en, _ in valid_fr]
+    tagged = tokenizer.encode_src(found.split.src_text, tag="2fr")
+    assert found.split.src == [[*ids, EOS_ID] for ids in tagged]  # framed as validation decodes
+    assert {ids[0] for ids in found.split.src} == {tokenizer.tag_id("2fr")}
+    assert found.split.tgt_text == [fr for _, fr in valid_fr]
+    assert "data.related[1].validation: not scored, the mix left its corpus out" in caplog.text
+    assert "data.related[0].validation, en-fr: read 2 pairs from" in caplog.text
 
 
 def test_the_data_check_finds_validation_sources_that_training_reads_after_their_tag(

@@ -86,15 +86,17 @@ def _collect_uses(model: type[BaseModel], prefix: str, uses: dict) -> None:
 
 
 def _prefix(paths: list[str]) -> str:
-    """The one path, or for a model used at several keys `parent.<split>` (or `parent.<key>`)."""
+    """The one path, or for a model used at several keys `parent.<split>` (or `parent.<key>`),
+    the parent of its first use: a use under another parent (`data.related[i].validation`, a
+    split too) is named in the heading and takes the same keys."""
     if len(paths) <= 1:
         return paths[0] if paths else ""
-    parents = {path.rpartition(".")[0] for path in paths}
-    if len(parents) != 1:
-        raise ValueError(f"one section model is used under different parents: {paths}")
-    names = {path.rpartition(".")[2] for path in paths}
+    parent = paths[0].rpartition(".")[0]
+    names = {path.rpartition(".")[2] for path in paths if path.rpartition(".")[0] == parent}
+    if len(names) == 1:
+        return paths[0]
     placeholder = "split" if names == set(SPLITS) else "key"
-    return f"{parents.pop()}.<{placeholder}>"
+    return f"{parent}.<{placeholder}>"
 
 
 def _key(path: str, field: FieldInfo) -> Key:
@@ -199,8 +201,12 @@ def _render_section(section: Section) -> list[str]:
         lines += [doc, ""]
     if len(section.paths) > 1:
         placeholder = section.prefix.rpartition(".")[2]
-        names = ", ".join(f"`{path.rpartition('.')[2]}`" for path in section.paths)
-        lines += [f"In the keys below, `{placeholder}` is one of {names}.", ""]
+        parent = section.prefix.rpartition(".")[0]
+        names = ", ".join(f"`{path.rpartition('.')[2]}`" for path in section.paths
+                          if path.rpartition(".")[0] == parent)  # fmt: skip
+        elsewhere = [f"`{path}`" for path in section.paths if path.rpartition(".")[0] != parent]
+        also = f" ({', '.join(elsewhere)} takes the same keys)" if elsewhere else ""
+        lines += [f"In the keys below, `{placeholder}` is one of {names}{also}.", ""]
     lines += ["| key | type | default | allowed | description |", "|---|---|---|---|---|"]
     for key in section.keys:
         default = (

@@ -201,11 +201,24 @@ class RelatedConfig(SourceConfig):
 
     src_lang: str = Field(description="Language code of its source side, e.g. `en`.")
     tgt_lang: str = Field(description="Language code of its target side, e.g. `pt`.")
+    validation: SourceConfig | None = Field(
+        None,
+        description="The pair's own validation split, in its `src_lang` and `tgt_lang` (any "
+        "format but `held_out`): each validation scores it too, BLEU and chrF in the log, "
+        "metrics.jsonl (`val_bleu/en-pt`, `val_chrf/en-pt`) and TensorBoard, its translations "
+        "in validations/; early stopping and best.pt follow the main pair alone, and a timed "
+        "plan counts its decoding; null: the main pair's alone.",
+    )
 
     @field_validator("src_lang", "tgt_lang")
     @classmethod
     def _code(cls, code: str) -> str:
         return check_language_code(code)
+
+    @property
+    def pair(self) -> str:
+        """Its languages as its validation's metrics name them: `en-pt`."""
+        return f"{self.src_lang}-{self.tgt_lang}"
 
 
 class ToyConfig(StrictModel):
@@ -508,7 +521,32 @@ class DataConfig(StrictModel):
                     "translates into several languages, every source gets the tag of its "
                     "target language (<2xx>)"
                 )
+            _check_related_validation(self.related, i)
         return self
+
+
+def _check_related_validation(related: list[RelatedConfig], i: int) -> None:
+    """`data.related[i].validation`: a split of files (not held out), no training keys, and
+    the only one of its pair (their metrics are named by the pair)."""
+    validation = related[i].validation
+    if validation is None:
+        return
+    key = f"data.related[{i}].validation"
+    if validation.format == "held_out":
+        raise ValueError(
+            f"{key}: format 'held_out' holds out of data.train, the main pair's; name the "
+            "related pair's own validation files"
+        )
+    if validation.tag or validation.repeat != 1:
+        name = "tag" if validation.tag else "repeat"
+        raise ValueError(f"{key}.{name}: only training corpora take a {name}")
+    pair = related[i].pair
+    for j, other in enumerate(related[:i]):
+        if other.validation is not None and other.pair == pair:
+            raise ValueError(
+                f"{key}: {pair} is validated by data.related[{j}].validation already; "
+                "give a pair one validation split"
+            )
 
 
 class TokenizerConfig(StrictModel):

@@ -123,12 +123,16 @@ def check_splits_readable(data: DataConfig, splits: Sequence[str]) -> None:
     there, and a split left to the built-in toy corpus is asked for in the toy's languages
     (DataError for the first problem). A mistyped validation path, or a config that names no
     validation split for another language pair, is named at the start, not after the training
-    split has been prepared. The training split reads `data.related` too."""
+    split has been prepared. The training split reads `data.related` too, and validation the
+    related pairs' own validation splits."""
     for split in splits:
         if split == "train":
             corpora = [(c.key, c.source, c.src_lang, c.tgt_lang) for c in data.training_corpora()]
         else:
             corpora = [(f"data.{split}", getattr(data, split), data.src_lang, data.tgt_lang)]
+        if split == "validation":  # the related pairs' own, scored beside the main pair's
+            corpora += [(f"data.related[{i}].validation", r.validation, r.src_lang, r.tgt_lang)
+                        for i, r in enumerate(data.related) if r.validation]  # fmt: skip
         for key, source, src_lang, tgt_lang in corpora:
             if source.format == "held_out":
                 continue  # read from data.train, which is checked too

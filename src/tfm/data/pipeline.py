@@ -18,7 +18,7 @@ from tfm.data.corpus import LoadReport, check_splits_readable, load_split
 from tfm.data.held_out import held_out, withhold
 from tfm.data.interruptible import interruptibly
 from tfm.data.library_corpora import check_toy_split
-from tfm.data.related import training_stream
+from tfm.data.related import mix_record, training_stream
 from tfm.data.tokenizer import BOS_ID, EOS_ID, Tokenizer, train_tokenizer
 from tfm.errors import DataError
 
@@ -159,3 +159,44 @@ def prepare_splits(
     for split in encoded.values():  # once per split, with every drop
         log.info(split.report.summary())
     return encoded, tokenizer
+
+
+@dataclass
+class RelatedValidation:
+    """A related pair's own validation split (`data.related[i].validation`), encoded as the
+    main pair's is: scored at each validation beside it."""
+
+    pair: str  # `en-pt`, as its metrics name it
+    tgt_lang: str
+    split: EncodedSplit
+
+
+def related_validations(
+    data: DataConfig, tokenizer: Tokenizer, report: LoadReport
+) -> list[RelatedValidation]:
+    """The validation splits of the related corpora that the training `report` read, each
+    source after its target language's tag where the model translates into several. A corpus
+    the mix left out (another script) is not scored: the model was not trained on it; the log
+    says so."""
+    mix = mix_record(data, report)
+    if mix is None:
+        return []
+    times = [c["times"] for c in mix["corpora"][len(data.corpora) :]]
+    found = []
+    for i, (related, read) in enumerate(zip(data.related, times, strict=True)):
+        if related.validation is None:
+            continue
+        key = f"data.related[{i}].validation"
+        if not read:
+            log.info("%s: not scored, the mix left its corpus out", key)
+            continue
+        texts, split_report = load_split(
+            related.validation, split="validation", src_lang=related.src_lang,
+            tgt_lang=related.tgt_lang, toy=data.toy, control_chars=data.control_chars,
+        )  # fmt: skip
+        split = encode_split(key, texts["src"][:], texts["tgt"][:], split_report, tokenizer,
+                             tag=data.target_tag(related.tgt_lang))  # fmt: skip
+        read_line = split_report.summary().removeprefix("validation: ")
+        log.info("%s, %s: %s", key, related.pair, read_line)
+        found.append(RelatedValidation(related.pair, related.tgt_lang, split))
+    return found

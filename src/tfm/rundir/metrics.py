@@ -2,7 +2,8 @@
 
 Training events carry `train_loss`, `lr` and `tokens_per_s`; validation events `val_loss`,
 `val_ppl`, `val_bleu`, `val_bleu_lowercase`, `val_chrf` and `val_length_ratio` (hypothesis /
-reference tokens, as `tfm eval` reports it; see `tfm.training`). Every line is strict JSON: a NaN
+reference tokens, as `tfm eval` reports it; see `tfm.training`), and for each related pair with a
+validation split of its own `val_bleu/en-pt` and `val_chrf/en-pt`. Every line is strict JSON: a NaN
 or infinite number is written as null. An append that fails (a full disk) takes back whatever part
 of its line reached the file. The file may be read while training appends to it, so a line that
 does not parse (a torn last line, after a crash) is skipped with a warning rather than failing the

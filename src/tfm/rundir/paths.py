@@ -10,6 +10,7 @@
       metrics.jsonl      one JSON object per event, each with "step"
       train.log          every line training logged, with its time (tfm.training.run_log)
       validations/       step-N.tsv: each validation's source, reference and hypothesis
+                         (step-N.en-pt.tsv: a related pair's, `data.related[i].validation`)
       confidence.json    the map from a translation's figure to its expected chrF, fitted for
                          best.pt (tfm.prediction.confidence)
       .lock              held by the process training in it; holds its PID (tfm.rundir.lock)
@@ -67,9 +68,10 @@ class RunPaths:
     def metrics(self) -> Path:
         return self.root / "metrics.jsonl"
 
-    def validation_output(self, step: int) -> Path:
-        """The hypotheses of the validation at `step`, beside their sources and references."""
-        return self.root / "validations" / f"step-{step:08d}.tsv"
+    def validation_output(self, step: int, pair: str | None = None) -> Path:
+        """The hypotheses of the validation at `step`, beside their sources and references
+        (`pair`: a related pair's own validation split, `en-pt`)."""
+        return self.root / "validations" / f"step-{step:08d}{f'.{pair}' if pair else ''}.tsv"
 
 
 NAME_MAX, PATH_MAX = 255, 4096  # bytes in one name and in a whole path, as Linux allows

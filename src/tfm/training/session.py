@@ -17,7 +17,7 @@ import torch
 
 from tfm.config import Config, planned
 from tfm.data.epochs import EpochPlan
-from tfm.data.pipeline import EncodedSplit
+from tfm.data.pipeline import EncodedSplit, RelatedValidation
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import autocast
 from tfm.errors import TrainingError
@@ -68,6 +68,8 @@ class Session:
     store: CheckpointStore
     data_fingerprint: str
     world_size: int = 1  # processes training together (torchrun); see training/distributed.py
+    # the related pairs' own validation splits, scored beside the main pair's (process 0's)
+    related_validations: list[RelatedValidation] = field(default_factory=list)
     progress: Progress = field(default_factory=Progress)
     saved_step: int = -1
     saved_epoch: int = -1  # the epoch the newest checkpoint's progress is in

@@ -15,7 +15,7 @@ import torch
 from tfm.config import Config, planned
 from tfm.data.cache.prepared_cache import training_splits
 from tfm.data.epochs import EpochPlan
-from tfm.data.pipeline import check_splits
+from tfm.data.pipeline import check_splits, related_validations
 from tfm.data.related import mix_record
 from tfm.data.tokenizer import PAD_ID, Tokenizer
 from tfm.device import precision_name, select_device, training_precision
@@ -149,6 +149,9 @@ def open_session(
         world_size=world_size,
         read_each_step=reads_each_step(device),
     )
+    if writer:  # process 0 validates
+        report = splits["train"].report
+        session.related_validations = related_validations(config.data, tokenizer, report)
     session.progress.clock = start.clock
     if checkpoint:
         restore(session, checkpoint)

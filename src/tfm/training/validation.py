@@ -1,6 +1,9 @@
 """Validation during training: scores on the validation split, the metrics line, every
 hypothesis beside its source and reference (validations/step-N.tsv), sample translations and
-degeneration warnings in the log, best.pt and early stopping, then a checkpoint.
+degeneration warnings in the log, best.pt and early stopping, then a checkpoint. The related
+pairs' own validation splits are scored beside the main pair's (their BLEU and chrF in the same
+metrics line, `val_bleu/en-pt`; validations/step-N.en-pt.tsv); early stopping and best.pt follow
+the main pair alone.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ def validate_and_checkpoint(session: Session) -> bool:
     """Validate, log, keep best.pt and a checkpoint; True when early stopping says stop."""
     t, p = session.config.train, session.progress
     split = session.validation_split
-    scores, hypotheses = evaluate_chunks(_translator(session), [split])
+    translator = _translator(session)
+    scores, hypotheses = evaluate_chunks(translator, [split])
     session.validated_step = p.step
     event = {
         "step": p.step,
@@ -38,13 +42,14 @@ def validate_and_checkpoint(session: Session) -> bool:
         "val_chrf": scores["chrf"],
         "val_length_ratio": scores["length_ratio"],  # hypothesis / reference tokens
     }
-    session.write_metrics(event)
-    session.last_validation = event
     log.info(
         "step %d validation: loss %.3f, ppl %.2f, BLEU %.2f, chrF %.2f, length ratio %s",
         p.step, event["val_loss"], event["val_ppl"], event["val_bleu"], event["val_chrf"],
         event["val_length_ratio"],
     )  # fmt: skip
+    event |= _related_scores(session, translator)
+    session.write_metrics(event)
+    session.last_validation = event
     write_validation_output(session.paths.validation_output(p.step), split, hypotheses)
     for i in range(min(t.validation_samples, len(hypotheses))):
         log.info("  src: %s\n  ref: %s\n  hyp: %s", split.src_text[i], split.tgt_text[i],
@@ -59,6 +64,22 @@ def validate_and_checkpoint(session: Session) -> bool:
         p.validations_without_gain += 1
     session.save_checkpoint(score)
     return t.patience is not None and p.validations_without_gain >= t.patience
+
+
+def _related_scores(session: Session, translator: TorchTranslator) -> dict[str, float]:
+    """BLEU and chrF of each related pair's own validation split, decoded into its target
+    language (logged; each pair's hypotheses in validations/step-N.en-pt.tsv)."""
+    step, data, found = session.progress.step, session.config.data, {}
+    for related in session.related_validations:
+        translator.settings = translator.settings.into(data, related.tgt_lang)
+        scores, hypotheses = evaluate_chunks(translator, [related.split])
+        found[f"val_bleu/{related.pair}"] = scores["bleu"]
+        found[f"val_chrf/{related.pair}"] = scores["chrf"]
+        log.info("step %d validation of %s (related): BLEU %.2f, chrF %.2f", step, related.pair,
+                 scores["bleu"], scores["chrf"])  # fmt: skip
+        path = session.paths.validation_output(step, related.pair)
+        write_validation_output(path, related.split, hypotheses)
+    return found
 
 
 def _translator(session: Session) -> TorchTranslator:

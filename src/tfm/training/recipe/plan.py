@@ -29,13 +29,15 @@ from tfm.config.show import render_yaml
 from tfm.data.batching import TokenBatchSampler
 from tfm.data.cache.cache_entry import CacheEntry
 from tfm.data.cache.prepared_cache import prepared_entry
+from tfm.data.corpus import LoadReport
 from tfm.data.corpus_figures import TextFigures
-from tfm.data.pipeline import EncodedSplit, check_splits, prepare_splits
+from tfm.data.pipeline import EncodedSplit, check_splits, prepare_splits, related_validations
 from tfm.data.ragged import lengths_of
 from tfm.data.related import describe_mix, main_batch_share
 from tfm.data.tokenizer import Tokenizer
 from tfm.device import select_device, training_precision
 from tfm.errors import ConfigError
+from tfm.logs import quieted
 from tfm.prediction.scoring import bleu_is_prescribed
 from tfm.threads import busy_machine, use_threads
 from tfm.training.recipe.calibration import Calibration
@@ -168,7 +170,7 @@ def plan_run(
     tokens = measure_tokens(lengths_of(train.src), lengths_of(train.tgt))
     plan.lines.append(_describe_tokens(tokens, sized, texts.pairs))
     minutes = config.train.max_minutes
-    validation = _Validation(sized, entry.tokenizer())
+    validation = _Validation(sized, entry.tokenizer(), entry.report())
     inputs = Inputs(
         texts=texts,
         tokens=tokens,
@@ -219,11 +221,32 @@ def _batches_per_epoch(train: EncodedSplit, seed: int) -> Callable[[int], int]:
 
 
 class _Validation:
-    """The validation split, read and encoded once, when first asked for (`split` then)."""
+    """The validation split, read and encoded once, when first asked for (`split` then); what a
+    validation decodes is costed with the related pairs' own validation splits (`decoded`),
+    which the training report `report` reads."""
 
-    def __init__(self, config: Config, tokenizer: Tokenizer) -> None:
-        self.config, self.tokenizer = config, tokenizer
+    def __init__(self, config: Config, tokenizer: Tokenizer, report: LoadReport) -> None:
+        self.config, self.tokenizer, self.report = config, tokenizer, report
         self.split: EncodedSplit | None = None
+
+    def decoded(self) -> EncodedSplit:
+        """The main pair's validation split and every related pair's scored beside it, as one
+        split: the sentences a validation decodes."""
+        main = self()
+        with quieted("tfm.data"):  # training logs their reads
+            related = [r.split for r in related_validations(self.config.data, self.tokenizer,
+                                                            self.report)]  # fmt: skip
+        if not related:
+            return main
+        splits = [main, *related]
+        return EncodedSplit(
+            name="validation",
+            src_text=[text for split in splits for text in split.src_text],
+            tgt_text=[text for split in splits for text in split.tgt_text],
+            src=[ids for split in splits for ids in split.src],
+            tgt=[ids for split in splits for ids in split.tgt],
+            report=main.report,
+        )
 
     def __call__(self) -> EncodedSplit:
         if self.split is None:
@@ -244,7 +267,7 @@ def _clock(
 ) -> Calibration:
     return Calibration(
         train=train,
-        validation=validation,
+        validation=validation.decoded,
         config=config,
         tokenizer=validation.tokenizer,
         vocab_size=planned(config.tokenizer.vocab_size, "tokenizer.vocab_size"),
