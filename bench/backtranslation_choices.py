@@ -180,15 +180,21 @@ def generation(pair: str, seed: int, choice: dict, reverse: dict, args, folder: 
     )
     started = time.monotonic()
     out = tfm("translate", "--run", reverse["run"], "--file", str(source), "--threads",
-              str(args.threads), *options, log=log)  # fmt: skip
+              str(args.threads), *options, log=log, strip=False)  # fmt: skip
     seconds = time.monotonic() - started
-    made = out.split("\n") if lines else []
+    made = translations(out)
     if len(made) != len(lines):
         raise RuntimeError(f"{name}: {len(made)} translations of {len(lines)} lines; see {log}")
     tsv = folder / f"{name}.tsv"
     tsv.write_text("".join(f"{s}\t{t}\n" for s, t in zip(made, lines, strict=True)), "utf-8")
     return {"path": str(tsv), "pairs": len(lines), "minutes": seconds / 60,
             "per_second": len(lines) / max(seconds, 1e-9)}  # fmt: skip
+
+
+def translations(stdout: str) -> list[str]:
+    """`tfm translate`'s translations, one a line, an empty one (first or last too) an empty
+    line."""
+    return stdout.split("\n")[:-1] if stdout else []
 
 
 def pair_batch(pair: str, args, folder: Path, log: Path) -> int:

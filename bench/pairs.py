@@ -108,15 +108,16 @@ COMPETITOR = (
 PLANNED = re.compile(r"s a step: ([\d,]+) steps of \d+ batch tokens|: ([\d,]+) steps of \d+ batch")
 
 
-def tfm(*args: str, log: Path) -> str:
-    """Run the tfm command line; stdout returned, stderr appended to `log`."""
+def tfm(*args: str, log: Path, strip: bool = True) -> str:
+    """Run the tfm command line; stdout returned (stripped, unless `strip` is False: a line a
+    translation, the first or last of them empty too), stderr appended to `log`."""
     with log.open("a", encoding="utf-8") as err:
         done = subprocess.run(
             [sys.executable, "-m", "tfm", *args], stdout=subprocess.PIPE, stderr=err, text=True
         )
     if done.returncode != 0:
         raise RuntimeError(f"tfm {' '.join(args)} failed ({done.returncode}); see {log}")
-    return done.stdout.strip()
+    return done.stdout.strip() if strip else done.stdout
 
 
 def train(config: Path, log: Path, load: str | None) -> None:

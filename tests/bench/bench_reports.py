@@ -26,12 +26,12 @@ def print_in_turn(*args, **kwargs) -> None:
         print(*args, **kwargs)
 
 
-def tfm_in_process(*args: str, **_ignored) -> str:
-    """What a script's `tfm(*args)` returns (stdout, stripped), run in this process, one command
-    at a time when a script runs jobs in threads; fails on a non-zero exit with the command's
-    output. Keyword arguments (a script's log file) are ignored: the output is in the failure
-    message."""
+def tfm_in_process(*args: str, strip: bool = True, **_ignored) -> str:
+    """What a script's `tfm(*args)` returns (stdout, stripped unless `strip` is False), run in
+    this process, one command at a time when a script runs jobs in threads; fails on a non-zero
+    exit with the command's output. Other keyword arguments (a script's log file) are ignored:
+    the output is in the failure message."""
     with _ONE_AT_A_TIME:
         result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 0, result.output
-    return result.stdout.strip()
+    return result.stdout.strip() if strip else result.stdout

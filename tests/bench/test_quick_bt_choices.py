@@ -43,3 +43,10 @@ def test_choices_change_one_thing_each_and_share_the_rest(script, monkeypatch):
         assert train["max_tokens"] == batch and train["max_minutes"] < 5.0
         assert row["synthetic"] == len(expected) and row["steps"] == 12
         assert 0 <= row["bleu"] <= 100 and 0 <= row["reverse_bleu"] <= 100
+
+
+def test_translations_keep_an_empty_first_and_last_line(script):
+    # a stripped output would lose them, and every later source would pair with the wrong line
+    translations = script("backtranslation_choices").translations
+    assert translations("\nein Hund\n\n") == ["", "ein Hund", ""]
+    assert translations("") == []
