@@ -10,10 +10,9 @@ from typer.testing import CliRunner
 
 from tfm.cli import app
 from tfm.config import Config, DataConfig, load_config
-from tfm.data.cache.cache_key import ContentDigests, corpus_key
 from tfm.config.schema import TokenizerConfig
+from tfm.data.cache.cache_key import ContentDigests, corpus_key
 from tfm.data.pipeline import fit_tokenizer, load_texts, related_validations
-from tfm.data.tokenizer import EOS_ID
 from tfm.data.related import (
     GUARD_LABEL,
     describe_mix,
@@ -21,6 +20,7 @@ from tfm.data.related import (
     main_times,
     script_of,
 )
+from tfm.data.tokenizer import EOS_ID
 from tfm.errors import ConfigError
 
 IT = [(f"main sentence {i} .", f"frase principale {i} .") for i in range(20)]

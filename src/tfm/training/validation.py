@@ -30,8 +30,7 @@ def validate_and_checkpoint(session: Session) -> bool:
     """Validate, log, keep best.pt and a checkpoint; True when early stopping says stop."""
     t, p = session.config.train, session.progress
     split = session.validation_split
-    translator = _translator(session)
-    scores, hypotheses = evaluate_chunks(translator, [split])
+    scores, hypotheses = evaluate_chunks(_translator(session), [split])
     session.validated_step = p.step
     event = {
         "step": p.step,
@@ -47,7 +46,7 @@ def validate_and_checkpoint(session: Session) -> bool:
         p.step, event["val_loss"], event["val_ppl"], event["val_bleu"], event["val_chrf"],
         event["val_length_ratio"],
     )  # fmt: skip
-    event |= _related_scores(session, translator)
+    event |= _related_scores(session)
     session.write_metrics(event)
     session.last_validation = event
     write_validation_output(session.paths.validation_output(p.step), split, hypotheses)
@@ -66,12 +65,12 @@ def validate_and_checkpoint(session: Session) -> bool:
     return t.patience is not None and p.validations_without_gain >= t.patience
 
 
-def _related_scores(session: Session, translator: TorchTranslator) -> dict[str, float]:
+def _related_scores(session: Session) -> dict[str, float]:
     """BLEU and chrF of each related pair's own validation split, decoded into its target
     language (logged; each pair's hypotheses in validations/step-N.en-pt.tsv)."""
-    step, data, found = session.progress.step, session.config.data, {}
+    step, found = session.progress.step, {}
     for related in session.related_validations:
-        translator.settings = translator.settings.into(data, related.tgt_lang)
+        translator = _translator(session, related.tgt_lang)
         scores, hypotheses = evaluate_chunks(translator, [related.split])
         found[f"val_bleu/{related.pair}"] = scores["bleu"]
         found[f"val_chrf/{related.pair}"] = scores["chrf"]
@@ -82,11 +81,14 @@ def _related_scores(session: Session, translator: TorchTranslator) -> dict[str, 
     return found
 
 
-def _translator(session: Session) -> TorchTranslator:
-    """The model being trained as a Translator, decoding as its config says: the one
-    prediction path of `tfm eval`, `tfm translate` and the server."""
+def _translator(session: Session, tgt_lang: str | None = None) -> TorchTranslator:
+    """The model being trained as a Translator, decoding as its config says (into `tgt_lang`,
+    a related pair's target; None: the main pair's): the one prediction path of `tfm eval`,
+    `tfm translate` and the server."""
     config = session.config
     settings = DecodeSettings.from_config(config.decoding, session.device, session.dtype)
+    if tgt_lang is not None:
+        settings = settings.into(config.data, tgt_lang)
     return TorchTranslator(model=session.model, tokenizer=session.tokenizer, config=config,
                            settings=settings, step=session.progress.step)  # fmt: skip
 

@@ -228,10 +228,16 @@ class _Validation:
     def __init__(self, config: Config, tokenizer: Tokenizer, report: LoadReport) -> None:
         self.config, self.tokenizer, self.report = config, tokenizer, report
         self.split: EncodedSplit | None = None
+        self._decoded: EncodedSplit | None = None
 
     def decoded(self) -> EncodedSplit:
         """The main pair's validation split and every related pair's scored beside it, as one
-        split: the sentences a validation decodes."""
+        split: the sentences a validation decodes (read once, for every shape timed)."""
+        if self._decoded is None:
+            self._decoded = self._joined()
+        return self._decoded
+
+    def _joined(self) -> EncodedSplit:
         main = self()
         with quieted("tfm.data"):  # training logs their reads
             related = [r.split for r in related_validations(self.config.data, self.tokenizer,
