@@ -74,7 +74,7 @@ COMPILED_RUN = (
     ["train.max_steps=600", "train.compile=true", "train.static_shapes=true"],
 )
 SHORT_RUN = ["train.log_every=25", "train.checkpoint_every=null", "train.validate_every=100000"]
-NO_GPU = "skipped: torch finds no CUDA GPU here"
+NO_GPU = "left out: torch finds no CUDA GPU here"
 
 
 class Budget:
@@ -85,11 +85,18 @@ class Budget:
         return self.end - time.monotonic()
 
 
-def run_part(name: str, command: list[str], log: Path, budget: Budget, cap_s: float) -> str:
+def run_part(
+    name: str, command: list[str], log: Path, budget: Budget, cap_s: float, needs_gpu: bool = False
+) -> str:
     """Run `command` from the checkout's root with src/ importable, its output appended to `log`
-    and echoed; 'ok', 'failed (exit N)', 'timed out' or 'left out' (no time left)."""
+    and echoed; 'ok', 'failed (exit N)', 'timed out' or 'left out' (no time left, or no GPU for a
+    part that `needs_gpu`: said in `log`)."""
     limit = min(cap_s, budget.left_s())
-    if limit < 20:
+    if needs_gpu and not cuda_present():
+        outcome = NO_GPU
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"===== {name}: {outcome}\n")
+    elif limit < 20:
         outcome = "left out: the budget is spent"
     else:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -179,14 +186,14 @@ def main(argv: list[str] | None = None) -> None:
     budget, out, python = Budget(args.budget_minutes), args.out, sys.executable
     data = ["--quick"] if args.quick else ["--data", str(require_data(args.data))]
     outcomes = {}
-    if cuda_present():
-        outcomes["cuda tests"] = run_part(
-            "cuda tests", [python, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-                           *CUDA_TESTS], out / "cuda_tests.txt", budget, 150)  # fmt: skip
-    else:  # each of them would skip: a pytest process only to say so is seconds for nothing
-        outcomes["cuda tests"] = NO_GPU
-        (out / "cuda_tests.txt").write_text(f"cuda tests: {NO_GPU}\n", encoding="utf-8")
-        print(f"cuda tests: {NO_GPU}", flush=True)
+    outcomes["cuda tests"] = run_part(
+        "cuda tests",
+        [python, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *CUDA_TESTS],
+        out / "cuda_tests.txt",
+        budget,
+        150,
+        needs_gpu=True,
+    )  # each would skip: a pytest process only to say so is seconds for nothing
     kernels = [python, "bench/gpu_kernels.py", *data, "--json", str(out / "gpu_kernels.json")]
     outcomes["gpu kernels"] = run_part("gpu kernels", kernels, out / "gpu_kernels.txt", budget, 90)
     speed = [python, "bench/gpu_speed.py", *data, "--steps", "24", "--base-steps", "12"]
