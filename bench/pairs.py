@@ -34,8 +34,10 @@ adds keys to the data-only config:
 
 `--sweep KEY=V1,V2,…` adds a variant for each value of one config key (`train.lr=7e-4,2.8e-3`);
 a value ending in `x` scales the derived plan's value for that pair (`train.lr=0.5x,2x`), read
-from `tfm config show`. `--seeds N` trains every run with `train.seed` 0 … N-1 (`--first-seed K`:
-K … K+N-1, to add seeds to runs already measured).
+from `tfm config show`. `--sweep-on VARIANT` gives each value to that variant instead of the
+data-only config (`--sweep-on related --sweep data.main_share=0.35,0.65`). `--seeds N` trains
+every run with `train.seed` 0 … N-1 (`--first-seed K`: K … K+N-1, to add seeds to runs already
+measured).
 
 `--load start` starts a competing process (one thread of matrix products) once a run's plan is
 timed, so that the machine slows down mid-run; `--load stop` runs it while the plan is timed
@@ -176,9 +178,10 @@ def config_for(job: dict, args: argparse.Namespace, folder: Path) -> Path:
     }
     for section, keys in job["keys"].items():
         config.setdefault(section, {}).update(keys)
-    if job.get("variant") == "mono":
+    kind = job.get("on") or job.get("variant")  # a sweep value's variant is the one it changes
+    if kind == "mono":
         config["data"]["monolingual"] = [{"path": str(Path(args.mono) / f"{tgt}.txt"), "lang": tgt}]
-    if job.get("variant") == "related":
+    if kind == "related":
         config["data"]["related"] = [
             {"format": "text", "path": str(Path(args.data) / other / "train"),
              **dict(zip(("src_lang", "tgt_lang"), direction(other, args), strict=True)),
@@ -296,9 +299,10 @@ def sweep_variants(pair: str, args: argparse.Namespace, folder: Path) -> list[tu
     value of KEY (from `tfm config show` of its data-only config)."""
     key, _, values = args.sweep.partition("=")
     section, name = key.split(".")
+    on = args.sweep_on
     derived = None
     if any(v.endswith("x") for v in values.split(",")):
-        job = {"pair": pair, "name": f"{pair}-show", "seed": 0, "keys": {}}
+        job = {"pair": pair, "name": f"{pair}-show", "seed": 0, "keys": {}, "on": on}
         shown = tfm("config", "show", "--config", str(config_for(job, args, folder)),
                     log=folder / f"{pair}-show.log")  # fmt: skip
         derived = yaml.safe_load(shown)[section][name]
@@ -309,7 +313,8 @@ def sweep_variants(pair: str, args: argparse.Namespace, folder: Path) -> list[tu
             chosen: object = round(number) if isinstance(derived, int) else float(f"{number:.3g}")
         else:
             chosen = yaml.safe_load(value)
-        variants.append((f"{key}={chosen}", {section: {name: chosen}}))
+        label = f"{key}={chosen}" if on == "derived" else f"{on} {key}={chosen}"
+        variants.append((label, {section: {name: chosen}}))
     return variants
 
 
@@ -368,16 +373,17 @@ def jobs_for(args: argparse.Namespace, folder: Path) -> list[dict]:
     """Every run: each pair, its variants (and sweep values), each seed; a pair's runs together."""
     jobs = []
     for pair in args.pairs:
-        variants = [(name, VARIANTS[name]) for name in args.variants]
+        variants = [(name, VARIANTS[name], name) for name in args.variants]
         if args.sweep:
-            variants += sweep_variants(pair, args, folder)
+            on = args.sweep_on
+            variants += [(*variant, on) for variant in sweep_variants(pair, args, folder)]
         seeds = range(args.first_seed, args.first_seed + args.seeds)
         for seed in seeds:
-            for name, keys in variants:
+            for name, keys, on in variants:
                 label = re.sub(r"[^\w.=-]", "_", name)
                 job_name = f"{pair}-{label}" + (f"-s{seed}" if seeds != range(1) else "")
                 jobs.append({"pair": pair, "variant": name, "seed": seed, "keys": keys,
-                             "name": job_name})  # fmt: skip
+                             "name": job_name, "on": on})  # fmt: skip
     return jobs
 
 
@@ -412,6 +418,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
     parser.add_argument("--variants", nargs="*", default=["derived"], choices=list(VARIANTS))
     parser.add_argument("--sweep", default=None, help="KEY=V1,V2,…: a variant per value")
+    parser.add_argument(
+        "--sweep-on", default="derived", choices=list(VARIANTS), help="the variant a sweep changes"
+    )
     parser.add_argument("--load", choices=["start", "stop"], default=None)
     add_run_options(parser, seeds=1, minutes=15.0)
     args = parser.parse_args(argv)

@@ -77,3 +77,25 @@ def test_a_row_into_english_is_labelled_by_its_direction(script):
     assert bench.table([row]).splitlines()[2].startswith("| tr→en | mono | 1 |")
     args = bench.argparse.Namespace(into_english=True)
     assert bench.direction("en-tr", args) == ("tr", "en")
+
+
+def test_a_sweep_on_the_related_variant_changes_its_config_and_says_so(script, tmp_path):
+    bench = script("pairs")
+    args = bench.argparse.Namespace(
+        data=str(tmp_path), related=["en-fr=en-it"], into_english=False, minutes=30.0, threads=1,
+        mono=None, pairs=["en-fr"], variants=[], sweep="data.main_share=0.35,0.65",
+        sweep_on="related", seeds=1, first_seed=0,
+    )  # fmt: skip
+    jobs = bench.jobs_for(args, tmp_path)
+    assert [job["variant"] for job in jobs] == [
+        "related data.main_share=0.35",
+        "related data.main_share=0.65",
+    ]
+    assert jobs[0]["name"] == "en-fr-related_data.main_share=0.35"
+    config = bench.yaml.safe_load(bench.config_for(jobs[0], args, tmp_path).read_text())
+    assert config["data"]["main_share"] == 0.35
+    assert config["data"]["related"][0]["path"] == str(tmp_path / "en-it" / "train")
+    args.sweep_on = "derived"  # the data-only config's sweep: no related corpora
+    config = bench.yaml.safe_load(bench.config_for(bench.jobs_for(args, tmp_path)[1], args,
+                                                   tmp_path).read_text())  # fmt: skip
+    assert config["data"]["main_share"] == 0.65 and "related" not in config["data"]
