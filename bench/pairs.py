@@ -178,10 +178,9 @@ def config_for(job: dict, args: argparse.Namespace, folder: Path) -> Path:
     }
     for section, keys in job["keys"].items():
         config.setdefault(section, {}).update(keys)
-    kind = job.get("on") or job.get("variant")  # a sweep value's variant is the one it changes
-    if kind == "mono":
+    if job["on"] == "mono":  # the variant whose corpora the run reads (a sweep value's: --sweep-on)
         config["data"]["monolingual"] = [{"path": str(Path(args.mono) / f"{tgt}.txt"), "lang": tgt}]
-    if kind == "related":
+    if job["on"] == "related":
         config["data"]["related"] = [
             {"format": "text", "path": str(Path(args.data) / other / "train"),
              **dict(zip(("src_lang", "tgt_lang"), direction(other, args), strict=True)),
@@ -294,15 +293,18 @@ def tried(name: str, measure, *args) -> dict | None:
         return None
 
 
-def sweep_variants(pair: str, args: argparse.Namespace, folder: Path) -> list[tuple[str, dict]]:
-    """(name, keys) for each value of `--sweep KEY=V1,…`; `Nx` values scale the pair's derived
-    value of KEY (from `tfm config show` of its data-only config)."""
+def sweep_variants(
+    pair: str, args: argparse.Namespace, folder: Path
+) -> list[tuple[str, dict, str]]:
+    """(name, keys, variant) for each value of `--sweep KEY=V1,…`, the value added to the keys
+    of the variant `--sweep-on` names; `Nx` values scale the pair's planned value of KEY (from
+    `tfm config show` of that variant's config)."""
     key, _, values = args.sweep.partition("=")
     section, name = key.split(".")
     on = args.sweep_on
     derived = None
     if any(v.endswith("x") for v in values.split(",")):
-        job = {"pair": pair, "name": f"{pair}-show", "seed": 0, "keys": {}, "on": on}
+        job = {"pair": pair, "name": f"{pair}-show", "seed": 0, "keys": VARIANTS[on], "on": on}
         shown = tfm("config", "show", "--config", str(config_for(job, args, folder)),
                     log=folder / f"{pair}-show.log")  # fmt: skip
         derived = yaml.safe_load(shown)[section][name]
@@ -314,7 +316,8 @@ def sweep_variants(pair: str, args: argparse.Namespace, folder: Path) -> list[tu
         else:
             chosen = yaml.safe_load(value)
         label = f"{key}={chosen}" if on == "derived" else f"{on} {key}={chosen}"
-        variants.append((label, {section: {name: chosen}}))
+        keys = {**VARIANTS[on], section: {**VARIANTS[on].get(section, {}), name: chosen}}
+        variants.append((label, keys, on))
     return variants
 
 
@@ -375,8 +378,7 @@ def jobs_for(args: argparse.Namespace, folder: Path) -> list[dict]:
     for pair in args.pairs:
         variants = [(name, VARIANTS[name], name) for name in args.variants]
         if args.sweep:
-            on = args.sweep_on
-            variants += [(*variant, on) for variant in sweep_variants(pair, args, folder)]
+            variants += sweep_variants(pair, args, folder)
         seeds = range(args.first_seed, args.first_seed + args.seeds)
         for seed in seeds:
             for name, keys, on in variants:

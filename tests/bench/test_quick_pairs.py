@@ -58,7 +58,8 @@ def test_a_related_pair_given_a_repeat_has_it_in_the_config(script, tmp_path):
         data=str(tmp_path), related=["en-uk=en-pl*1,en-ru"], into_english=False, minutes=30.0,
         threads=1, mono=None,
     )  # fmt: skip
-    job = {"pair": "en-uk", "variant": "related", "seed": 0, "keys": {}, "name": "en-uk-related"}
+    job = {"pair": "en-uk", "variant": "related", "seed": 0, "keys": {}, "name": "en-uk-related",
+           "on": "related"}  # fmt: skip
     config = bench.yaml.safe_load(bench.config_for(job, args, tmp_path).read_text())
     assert config["data"]["related"] == [
         {"format": "text", "path": str(tmp_path / "en-pl" / "train"), "src_lang": "en",
@@ -99,3 +100,17 @@ def test_a_sweep_on_the_related_variant_changes_its_config_and_says_so(script, t
     config = bench.yaml.safe_load(bench.config_for(bench.jobs_for(args, tmp_path)[1], args,
                                                    tmp_path).read_text())  # fmt: skip
     assert config["data"]["main_share"] == 0.65 and "related" not in config["data"]
+
+
+def test_a_sweep_on_a_variant_of_keys_keeps_them_beside_its_value(script, tmp_path):
+    bench = script("pairs")
+    args = bench.argparse.Namespace(
+        data=str(tmp_path), related=None, into_english=False, minutes=15.0, threads=1, mono=None,
+        pairs=["en-fr"], variants=[], sweep="train.lr=0.001", sweep_on="small-batch", seeds=1,
+        first_seed=0,
+    )  # fmt: skip
+    [job] = bench.jobs_for(args, tmp_path)
+    config = bench.yaml.safe_load(bench.config_for(job, args, tmp_path).read_text())
+    assert job["variant"] == "small-batch train.lr=0.001"
+    assert config["train"]["max_tokens"] == 512 and config["train"]["lr"] == 0.001
+    assert bench.VARIANTS["small-batch"] == {"train": {"max_tokens": 512}}  # left as it was
