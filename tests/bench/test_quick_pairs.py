@@ -2,6 +2,7 @@
 starting mid-run, monolingual text and a related pair, the run a table row."""
 
 import re
+from pathlib import Path
 
 from bench_reports import print_in_turn, tfm_in_process
 
@@ -114,3 +115,24 @@ def test_a_sweep_on_a_variant_of_keys_keeps_them_beside_its_value(script, tmp_pa
     assert job["variant"] == "small-batch train.lr=0.001"
     assert config["train"]["max_tokens"] == 512 and config["train"]["lr"] == 0.001
     assert bench.VARIANTS["small-batch"] == {"train": {"max_tokens": 512}}  # left as it was
+
+
+def test_a_scaled_sweep_value_scales_the_plan_of_its_variant(script, tmp_path, monkeypatch):
+    bench = script("pairs")
+    shown = []
+
+    def config_show(*args, log):  # what `tfm config show` would print of the plan's train.lr
+        shown.append(bench.yaml.safe_load(Path(args[-1]).read_text()))
+        return "train:\n  lr: 0.0014\n"
+
+    monkeypatch.setattr(bench, "tfm", config_show)
+    args = bench.argparse.Namespace(
+        data=str(tmp_path), related=None, into_english=False, minutes=15.0, threads=1, mono=None,
+        pairs=["en-fr"], variants=[], sweep="train.lr=2x", sweep_on="small-batch", seeds=1,
+        first_seed=0,
+    )  # fmt: skip
+    [job] = bench.jobs_for(args, tmp_path)
+    [config] = shown  # the plan shown is the one of the variant's own config
+    assert config["train"]["max_tokens"] == 512 and "lr" not in config["train"]
+    assert job["variant"] == "small-batch train.lr=0.0028"
+    assert job["keys"] == {"train": {"max_tokens": 512, "lr": 0.0028}}
