@@ -103,13 +103,17 @@ def test_a_sweep_on_the_related_variant_changes_its_config_and_says_so(script, t
     assert config["data"]["main_share"] == 0.65 and "related" not in config["data"]
 
 
+def small_batch_sweep(bench, tmp_path, sweep):
+    """pairs.py's arguments for `--variants --sweep-on small-batch --sweep SWEEP` on en-fr."""
+    return bench.argparse.Namespace(
+        data=str(tmp_path), related=None, into_english=False, minutes=15.0, threads=1, mono=None,
+        pairs=["en-fr"], variants=[], sweep=sweep, sweep_on="small-batch", seeds=1, first_seed=0,
+    )  # fmt: skip
+
+
 def test_a_sweep_on_a_variant_of_keys_keeps_them_beside_its_value(script, tmp_path):
     bench = script("pairs")
-    args = bench.argparse.Namespace(
-        data=str(tmp_path), related=None, into_english=False, minutes=15.0, threads=1, mono=None,
-        pairs=["en-fr"], variants=[], sweep="train.lr=0.001", sweep_on="small-batch", seeds=1,
-        first_seed=0,
-    )  # fmt: skip
+    args = small_batch_sweep(bench, tmp_path, "train.lr=0.001")
     [job] = bench.jobs_for(args, tmp_path)
     config = bench.yaml.safe_load(bench.config_for(job, args, tmp_path).read_text())
     assert job["variant"] == "small-batch train.lr=0.001"
@@ -126,11 +130,7 @@ def test_a_scaled_sweep_value_scales_the_plan_of_its_variant(script, tmp_path, m
         return "train:\n  lr: 0.0014\n"
 
     monkeypatch.setattr(bench, "tfm", config_show)
-    args = bench.argparse.Namespace(
-        data=str(tmp_path), related=None, into_english=False, minutes=15.0, threads=1, mono=None,
-        pairs=["en-fr"], variants=[], sweep="train.lr=2x", sweep_on="small-batch", seeds=1,
-        first_seed=0,
-    )  # fmt: skip
+    args = small_batch_sweep(bench, tmp_path, "train.lr=2x")
     [job] = bench.jobs_for(args, tmp_path)
     [config] = shown  # the plan shown is the one of the variant's own config
     assert config["train"]["max_tokens"] == 512 and "lr" not in config["train"]
